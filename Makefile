@@ -1,0 +1,37 @@
+# Every target bootstraps .venv when it is missing or older than pyproject.toml.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+PYTEST_ARGS ?=
+
+.PHONY: venv demo test test-large lint format clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[all]"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/nlp/translate_dates.py --output-dir outputs/dates
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
+
+test-large: $(STAMP)
+	$(PY) -m pytest -q -n 2 -m "" $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check keras_attention tests examples benchmarks
+	$(PY) -m ruff format --check keras_attention tests examples benchmarks
+
+format: $(STAMP)
+	$(PY) -m ruff check --fix keras_attention tests examples benchmarks
+	$(PY) -m ruff format keras_attention tests examples benchmarks
+
+clean:
+	rm -rf $(VENV) outputs .pytest_cache .ruff_cache

@@ -1,0 +1,7 @@
+"""Public layers, one per file."""
+
+from keras_attention.layers.bahdanau_attention import BahdanauAttention
+from keras_attention.layers.luong_attention import LuongAttention
+from keras_attention.layers.scored_attention import ScoredAttention
+
+__all__ = ["BahdanauAttention", "LuongAttention", "ScoredAttention"]

@@ -1,0 +1,122 @@
+"""Boolean attention masks. Convention everywhere: True = may attend."""
+
+from keras import ops
+
+
+def padding_mask(lengths, max_length):
+    """Mask of shape `(B, max_length)` that is True for the first `lengths[b]`.
+
+    Args:
+        lengths: int tensor `(B,)`, the valid length of each sequence.
+        max_length: int, the padded length.
+    """
+    positions = ops.arange(max_length, dtype="int32")
+    return ops.less(positions[None, :], ops.cast(lengths, "int32")[:, None])
+
+
+def causal_mask(query_length, key_length=None, offset=0):
+    """Lower-triangular mask `(T, S)`: query `i` sees keys `j <= offset + i`.
+
+    `offset` is the absolute position of the first query, so that a block of
+    queries decoded after `offset` cached tokens still sees exactly its past.
+    """
+    if key_length is None:
+        key_length = query_length
+    rows = ops.arange(query_length, dtype="int32")[:, None] + ops.cast(
+        offset, "int32"
+    )
+    cols = ops.arange(key_length, dtype="int32")[None, :]
+    return ops.greater_equal(rows, cols)
+
+
+def band_mask(query_length, key_length, window, offset=0):
+    """Local band `(T, S)`: query `i` sees keys `|j - (offset + i)| <= window`.
+
+    This is the local-m window of Luong et al. (2015), centred on the
+    monotonic alignment `p_t = t`.
+    """
+    rows = ops.arange(query_length, dtype="int32")[:, None] + ops.cast(
+        offset, "int32"
+    )
+    cols = ops.arange(key_length, dtype="int32")[None, :]
+    return ops.less_equal(ops.abs(rows - cols), window)
+
+
+def merge_masks(*masks):
+    """Logical AND of broadcastable boolean masks; `None` entries are skipped.
+
+    Returns `None` when every mask is `None`.
+    """
+    result = None
+    for mask in masks:
+        if mask is None:
+            continue
+        mask = ops.cast(mask, "bool")
+        result = mask if result is None else ops.logical_and(result, mask)
+    return result
+
+
+def _static_shape(x):
+    return tuple(getattr(x, "shape", ()))
+
+
+def _check_mask(name, mask, expected):
+    """Raise a ValueError when a mask's static shape cannot broadcast."""
+    shape = _static_shape(mask)
+    if len(shape) != len(expected):
+        raise ValueError(
+            f"`{name}` must have rank {len(expected)} (shape {expected}). "
+            f"Received: {name}.shape={shape}"
+        )
+    for got, want in zip(shape, expected, strict=True):
+        if got is not None and want is not None and got not in (1, want):
+            raise ValueError(
+                f"`{name}` must have shape {expected} (or broadcast to it). "
+                f"Received: {name}.shape={shape}"
+            )
+
+
+def compute_attention_mask(
+    query,
+    value,
+    query_mask=None,
+    value_mask=None,
+    key_mask=None,
+    attention_mask=None,
+    use_causal_mask=False,
+    causal_offset=0,
+):
+    """Combine every mask source into one boolean mask `(B, T, S)`, or `None`.
+
+    Args:
+        query: tensor `(B, T, ...)`.
+        value: tensor `(B, S, ...)`.
+        query_mask: `(B, T)`; padded queries attend to nothing (their
+            output is zero).
+        value_mask, key_mask: `(B, S)`; padded keys receive zero weight
+            from every query.
+        attention_mask: `(B, T, S)`, any pattern.
+        use_causal_mask: add the causal mask (query `i` sees `j <= i`).
+        causal_offset: absolute position of the first query (for cached
+            decoding).
+    """
+    q_shape = _static_shape(query)
+    v_shape = _static_shape(value)
+    batch = q_shape[0] if q_shape else None
+    t, s = q_shape[1], v_shape[1]
+    mask = None
+    if query_mask is not None:
+        _check_mask("query_mask", query_mask, (batch, t))
+        mask = ops.cast(query_mask, "bool")[:, :, None]
+    for name, m in (("value_mask", value_mask), ("key_mask", key_mask)):
+        if m is not None:
+            _check_mask(name, m, (batch, s))
+            mask = merge_masks(mask, ops.cast(m, "bool")[:, None, :])
+    if attention_mask is not None:
+        _check_mask("attention_mask", attention_mask, (batch, t, s))
+        mask = merge_masks(mask, attention_mask)
+    if use_causal_mask:
+        q_len = ops.shape(query)[1]
+        v_len = ops.shape(value)[1]
+        mask = merge_masks(mask, causal_mask(q_len, v_len, causal_offset)[None])
+    return mask

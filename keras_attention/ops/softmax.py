@@ -1,0 +1,67 @@
+"""The one masked softmax (and its hard, straight-through sibling)."""
+
+from keras import ops
+
+# A finite stand-in for -inf: exp() of it underflows to exactly 0 in float32,
+# and gradients through `where` stay finite, unlike with a real -inf.
+_MASK_VALUE = -1e30
+
+
+def masked_logits(logits, mask=None):
+    """`logits` cast to float32 with masked entries set to a huge negative."""
+    logits = ops.cast(logits, "float32")
+    if mask is None:
+        return logits
+    return ops.where(ops.cast(mask, "bool"), logits, _MASK_VALUE)
+
+
+def masked_softmax(logits, mask=None, axis=-1):
+    """Softmax over `axis` that honours a boolean mask (True = keep).
+
+    Computed in float32 whatever the dtype of `logits`, so float16 logits of
+    any magnitude cannot overflow; the result is float32 (callers cast).
+    Masked entries are exactly 0 and a fully masked row is all zeros (not
+    NaN, not uniform), with finite gradients.
+    """
+    x = masked_logits(logits, mask)
+    x = x - ops.stop_gradient(ops.max(x, axis=axis, keepdims=True))
+    e = ops.exp(x)
+    if mask is not None:
+        e = e * ops.cast(mask, "float32")
+    total = ops.sum(e, axis=axis, keepdims=True)
+    return e / ops.maximum(total, 1e-30)
+
+
+def masked_log_softmax(logits, mask=None, axis=-1):
+    """Log of `masked_softmax`; masked entries get a large finite negative.
+
+    Returning a finite value (not -inf) keeps `0 * log p` terms of a loss, and
+    their gradients, free of NaN.
+    """
+    x = masked_logits(logits, mask)
+    x = x - ops.stop_gradient(ops.max(x, axis=axis, keepdims=True))
+    if mask is not None:
+        mask_f = ops.cast(mask, "float32")
+        total = ops.sum(ops.exp(x) * mask_f, axis=axis, keepdims=True)
+        out = x - ops.log(ops.maximum(total, 1e-30))
+        return ops.where(ops.cast(mask, "bool"), out, _MASK_VALUE)
+    return x - ops.log(ops.sum(ops.exp(x), axis=axis, keepdims=True))
+
+
+def hardmax(logits, mask=None, axis=-1):
+    """One-hot arg-max in the forward pass, softmax gradient in the backward.
+
+    Hard (stochastic-free) attention with the straight-through estimator
+    (Bengio et al., 2013): `y = soft + stop_gradient(onehot - soft)`.
+    A fully masked row is all zeros.
+    """
+    soft = masked_softmax(logits, mask, axis=axis)
+    x = masked_logits(logits, mask)
+    depth = ops.shape(x)[axis]
+    hard = ops.one_hot(ops.argmax(x, axis=axis), depth, axis=axis, dtype="float32")
+    if mask is not None:
+        hard = hard * ops.cast(ops.any(mask, axis=axis, keepdims=True), "float32")
+    return soft + ops.stop_gradient(hard - soft)
+
+
+PROBABILITIES = {"softmax": masked_softmax, "hardmax": hardmax}
