@@ -159,9 +159,7 @@ class General(_Scaled):
     def get_config(self):
         return {
             **super().get_config(),
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer
-            ),
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         }
 
 
@@ -212,7 +210,9 @@ class Additive(Score):
                 shape=(),
                 initializer=keras.initializers.Constant(math.sqrt(1.0 / units)),
             )
-            self.bias = self.add_weight(name="bias", shape=(units,), initializer="zeros")
+            self.bias = self.add_weight(
+                name="bias", shape=(units,), initializer="zeros"
+            )
 
     def project_key(self, key):
         """`W k`, `(B, S, units)`: constant over decoding steps, cache it."""
@@ -236,9 +236,7 @@ class Additive(Score):
             **super().get_config(),
             "units": self.units,
             "normalize": self.normalize,
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer
-            ),
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         }
 
 
@@ -338,9 +336,7 @@ class Location(Score):
         return {
             **super().get_config(),
             "max_length": self.max_length,
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer
-            ),
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         }
 
 

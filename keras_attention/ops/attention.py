@@ -71,9 +71,7 @@ def attention(
         `(output, weights)`: `(B, T, Dv)` and float32 `(B, T, S)`.
     """
     scores = score_fn(query, key)  # (B, T, S)
-    weights = attention_weights(
-        scores, mask, probability, dropout_rate, seed, training
-    )
+    weights = attention_weights(scores, mask, probability, dropout_rate, seed, training)
     return weighted_sum(weights, value), weights
 
 
@@ -106,8 +104,6 @@ def dot_product_attention(
         scale = 1.0 / math.sqrt(query.shape[-1])
     query = query * ops.cast(scale, query.dtype)
     logits = ops.einsum("btnh,bsnh->bnts", query, key)  # (B, N, T, S)
-    weights = attention_weights(
-        logits, mask, "softmax", dropout_rate, seed, training
-    )
+    weights = attention_weights(logits, mask, "softmax", dropout_rate, seed, training)
     output = ops.einsum("bnts,bsnh->btnh", ops.cast(weights, value.dtype), value)
     return output, weights
