@@ -23,6 +23,11 @@ class SelfAttention2D(keras.layers.Layer):
     official SAGAN code and BigGAN): `N' = N / 4` key positions, 4x less
     attention memory, and the map must have even height and width.
 
+    Memory: the attention map holds `B * N * N'` floats, and one forward and
+    backward pass peaks at about 8 such maps. For a 64x64x64 feature map that
+    is 16 MiB per image with pooling (about 120 MiB measured for forward and
+    backward, bounded by 160 MiB in the tests) and 64 MiB without.
+
     Args:
         channels_reduction: `k`, query/key channels are `C // k` (8 in the
             paper).

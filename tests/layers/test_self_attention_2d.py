@@ -84,3 +84,45 @@ def test_bad_input(kwargs, shape, match):
     with pytest.raises(ValueError, match=match):
         layer = ka.layers.SelfAttention2D(**kwargs)
         layer(np.zeros(shape, "float32"))
+
+
+_MEMORY_PROBE = """
+import resource
+import numpy as np
+import tensorflow as tf
+import keras_attention as ka
+
+def run(side, batch):
+    x = tf.constant(np.random.rand(batch, side, side, 64).astype("float32"))
+    layer = ka.layers.SelfAttention2D(pool_keys=True)
+    layer.build(x.shape)
+    layer.gamma.assign(0.5)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(layer(x) ** 2)
+    tape.gradient(loss, [x, *layer.trainable_weights])
+
+run(8, 1)  # warm up: TensorFlow's own buffers
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+run(64, 2)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024)
+"""
+
+
+def test_memory_of_pooled_64x64x64_map_stays_under_documented_bound():
+    """Forward + backward on (2, 64, 64, 64) with pooling: < 160 MiB/image."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run(
+        [sys.executable, "-c", _MEMORY_PROBE],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=True,
+    )
+    peak_mib = float(result.stdout.strip().splitlines()[-1])
+    assert peak_mib < 2 * 160, f"peak increase {peak_mib:.0f} MiB for 2 images"
