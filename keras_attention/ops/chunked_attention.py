@@ -2,7 +2,7 @@
 
 `softmax(Q K^T * scale) V` without ever holding the `(T, S)` matrix: queries
 are processed in chunks of `query_chunk_size`, and for each chunk the keys in
-chunks of `key_chunk_size`, keeping a running maximum `m`, a running sum `l`
+chunks of `key_chunk_size`, keeping a running maximum `m`, a running sum `total`
 and an unnormalised output (the online softmax of Milakov & Gimelshein, 2018;
 Rabe & Staats, 2021; FlashAttention, Dao et al., 2022). The backward pass
 recomputes each block's probabilities from the saved log-sum-exp instead of
@@ -119,20 +119,20 @@ def chunked_attention(
             acc0 = ops.zeros((batch, q_i.shape[2], cq, vb.shape[-1]), "float32")
 
             def body(j, carry):
-                m, l, acc = carry
+                m, total, acc = carry
                 logits, mask = logits_and_mask(q_i, kb, i, j)
                 m_new = ops.maximum(m, ops.max(logits, axis=-1))
                 p = ops.exp(logits - m_new[..., None]) * ops.cast(mask, "float32")
                 correction = ops.exp(m - m_new)
-                l = l * correction + ops.sum(p, axis=-1)
+                total = total * correction + ops.sum(p, axis=-1)
                 v_j = ops.take(vb, j, axis=0)
                 acc = acc * correction[..., None] + ops.einsum(
                     "bnqk,bknh->bnqh", p, v_j
                 )
-                return m_new, l, acc
+                return m_new, total, acc
 
-            m, l, acc = ops.fori_loop(0, key_chunks_for(i), body, (m0, l0, acc0))
-            safe_l = ops.maximum(l, 1e-30)
+            m, total, acc = ops.fori_loop(0, key_chunks_for(i), body, (m0, l0, acc0))
+            safe_l = ops.maximum(total, 1e-30)
             out = ops.transpose(acc / safe_l[..., None], (0, 2, 1, 3))  # (B, cq, N, Hv)
             lse = m + ops.log(safe_l)  # (B, N, cq)
             return out, lse
