@@ -97,13 +97,18 @@ def dot_product_attention(
             must be expanded by the caller (`mask[:, None]`).
         scale: multiplier of the logits; `1 / sqrt(H)` when `None`.
 
+    The logits are computed in float32 whatever the inputs' dtype, so that
+    float16 activations of large magnitude cannot overflow before the
+    softmax; the output has the dtype of `value`.
+
     Returns:
         `(output, weights)`: `(B, T, N, Hv)` and float32 `(B, N, T, S)`.
     """
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
-    query = query * ops.cast(scale, query.dtype)
-    logits = ops.einsum("btnh,bsnh->bnts", query, key)  # (B, N, T, S)
+    # Logits in float32: float16 dot products of large activations overflow.
+    query = ops.cast(query, "float32") * ops.cast(scale, "float32")
+    logits = ops.einsum("btnh,bsnh->bnts", query, ops.cast(key, "float32"))
     weights = attention_weights(logits, mask, "softmax", dropout_rate, seed, training)
     output = ops.einsum("bnts,bsnh->btnh", ops.cast(weights, value.dtype), value)
     return output, weights
