@@ -44,6 +44,9 @@ class Score(keras.layers.Layer):
     def __init__(self, **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
+        # Keras masks on the inputs are the attention layer's business: accept
+        # them silently and return none.
+        self.supports_masking = True
 
     def build(self, query_shape, key_shape):
         _check_rank3("query", query_shape)
@@ -59,6 +62,9 @@ class Score(keras.layers.Layer):
         raise NotImplementedError(
             f"{type(self).__name__} must implement `call(query, key)`."
         )
+
+    def compute_mask(self, query, previous_mask=None):
+        return None
 
     def compute_output_shape(self, query_shape, key_shape):
         return (query_shape[0], query_shape[1], key_shape[1])
