@@ -115,7 +115,11 @@ class ScoredAttention(keras.layers.Layer):
         self._check_shapes(query_shape, value_shape, key_shape)
         if len(query_shape) == 2:
             query_shape = (query_shape[0], 1, query_shape[1])
-        self.score.build(query_shape, value_shape if key_shape is None else key_shape)
+        # A score revived from a config (or passed in already built) keeps
+        # its weights; building it again would try to create them twice.
+        if not self.score.built:
+            key_shape = value_shape if key_shape is None else key_shape
+            self.score.build(query_shape, key_shape)
         self.built = True
 
     def call(
