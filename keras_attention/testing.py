@@ -39,6 +39,7 @@ import inspect
 import json
 import os
 import tempfile
+import warnings
 
 import keras
 import numpy as np
@@ -214,7 +215,9 @@ def check_config_round_trip(layer, inputs=None, call_kwargs=None):
     )
 
 
-def check_serialization(model, inputs, saved_model=None, rtol=0.0, atol=0.0):
+def check_serialization(
+    model, inputs, saved_model=None, rtol=0.0, atol=0.0, saved_model_atol=1e-6
+):
     """Saving and reloading `model` gives identical outputs.
 
     `.keras` format, loaded back with `safe_mode=True`; with TensorFlow also a
@@ -226,7 +229,10 @@ def check_serialization(model, inputs, saved_model=None, rtol=0.0, atol=0.0):
         inputs: what `model` is called on (one array or a list).
         saved_model: also check the SavedModel export; by default when the
             backend is TensorFlow.
-        rtol, atol: tolerance (exact by default).
+        rtol, atol: tolerance of the `.keras` round trip (exact by default).
+        saved_model_atol: absolute (and relative) tolerance of the SavedModel
+            outputs: the exported graph runs other (fused, oneDNN) kernels
+            than eager execution, which may round differently by an ulp.
     """
     inputs = _model_inputs(inputs)
     expected = model(inputs, training=False)
@@ -234,12 +240,13 @@ def check_serialization(model, inputs, saved_model=None, rtol=0.0, atol=0.0):
         path = os.path.join(tmp, "model.keras")
         model.save(path)
         loaded = keras.saving.load_model(path, safe_mode=True)
-        names = [w.path for w in model.weights]
-        if [w.path for w in loaded.weights] != names:
+        if len(loaded.weights) != len(model.weights):
             _fail(
-                f"The reloaded model has weights {[w.path for w in loaded.weights]} "
-                f"instead of {names}."
+                f"The reloaded model has {len(loaded.weights)} weights instead "
+                f"of {len(model.weights)}."
             )
+        # Weights are matched by position: auto-generated names of sublayers
+        # may legitimately get another suffix when loaded in the same session.
         for w, v in zip(model.weights, loaded.weights, strict=True):
             if not np.array_equal(_to_numpy(w), _to_numpy(v)):
                 _fail(f"Weight {w.path} changed in the .keras round trip.")
@@ -254,8 +261,15 @@ def check_serialization(model, inputs, saved_model=None, rtol=0.0, atol=0.0):
 
             export_dir = os.path.join(tmp, "saved_model")
             model.export(export_dir, verbose=False)
-            served = tf.saved_model.load(export_dir).serve(inputs)
-            _compare("SavedModel export", expected, served, rtol, atol)
+            reloaded = tf.saved_model.load(export_dir)  # keep: owns the variables
+            served = reloaded.serve(inputs)
+            _compare(
+                "SavedModel export",
+                expected,
+                served,
+                saved_model_atol,
+                saved_model_atol,
+            )
 
 
 def check_mixed_precision(
@@ -355,22 +369,29 @@ def check_jit_fit(model, x, y, epochs=2, batch_size=None, optimizer="adam", loss
     """`model.fit` compiled with XLA runs, keeps a finite loss and moves weights.
 
     The model is (re)compiled with `jit_compile=True`, `optimizer` and `loss`.
+    A model without trainable weights only has to run with a finite loss.
 
     Returns:
         the `History` of the fit.
     """
-    if not model.trainable_weights:
-        _fail(f"{model.name} has no trainable weights to fit.")
     before = [_to_numpy(w).copy() for w in model.trainable_weights]
     model.compile(optimizer=optimizer, loss=loss, jit_compile=True)
-    history = model.fit(
-        _model_inputs(x), y, epochs=epochs, batch_size=batch_size, verbose=0
-    )
+    with warnings.catch_warnings():
+        # A weightless model (e.g. plain dot-product attention) still has to
+        # compile and run; Keras merely warns that there is nothing to train.
+        warnings.filterwarnings(
+            "ignore",
+            message=".*does not have any trainable weights",
+            category=UserWarning,
+        )
+        history = model.fit(
+            _model_inputs(x), y, epochs=epochs, batch_size=batch_size, verbose=0
+        )
     losses = history.history["loss"]
     if not np.all(np.isfinite(losses)):
         _fail(f"fit(jit_compile=True) gave non-finite losses {losses}.")
     after = [_to_numpy(w) for w in model.trainable_weights]
-    if all(np.array_equal(a, b) for a, b in zip(before, after, strict=True)):
+    if after and all(np.array_equal(a, b) for a, b in zip(before, after, strict=True)):
         _fail("fit(jit_compile=True) left every trainable weight unchanged.")
     return history
 
