@@ -142,6 +142,13 @@ class ScoredAttention(keras.layers.Layer):
         )
         key = value if key is None else key
         single = len(query.shape) == 2
+        if single and use_causal_mask:
+            raise ValueError(
+                "`use_causal_mask` needs a sequence query (B, T, D): a single "
+                "query vector has no position (mask the future keys with "
+                f"`value_mask` instead). Received: query.shape={tuple(query.shape)}, "
+                "use_causal_mask=True"
+            )
         if single:
             query = query[:, None, :]  # (B, 1, Dq)
             if attention_mask is not None and len(attention_mask.shape) == 2:
