@@ -9,6 +9,7 @@ from keras import ops
 
 import keras_attention as ka
 from keras_attention import scores
+from keras_attention import testing
 from keras_attention.testing import input_gradients
 
 B, T, S = 2, 3, 5
@@ -323,6 +324,12 @@ def test_constructor_rejects_bad_arguments(kwargs, match):
             r"`window` needs a sequence query.*query.shape=\(2, 4\), window=2",
         ),
         (
+            lambda d: ka.layers.ScoredAttention()(
+                d["vector"], d["key"], use_causal_mask=True
+            ),
+            r"`use_causal_mask` needs a sequence query.*query.shape=\(2, 4\)",
+        ),
+        (
             lambda d: ka.layers.ScoredAttention(score="dot")(
                 d["query"][..., :3], d["key"]
             ),
@@ -337,6 +344,7 @@ def test_constructor_rejects_bad_arguments(kwargs, match):
         "query-mask-shape",
         "attention-mask-rank",
         "window-vector-query",
+        "causal-vector-query",
         "dot-widths",
     ],
 )
@@ -381,3 +389,26 @@ def test_property_masked_attention_matches_reference(b, t, s, d, vector, seed):
     sums = w.sum(-1)
     np.testing.assert_allclose(sums[mask.any(-1)], 1.0, rtol=1e-5)
     np.testing.assert_array_equal(sums[0], 0.0)
+
+
+@keras.saving.register_keras_serializable(package="test_scored_attention")
+class ShiftedDot(scores.Score):
+    """A user score with a weight: `k^T q + b`."""
+
+    def build(self, query_shape, key_shape):
+        super().build(query_shape, key_shape)
+        self.shift = self.add_weight(name="shift", shape=(), initializer="ones")
+
+    def call(self, query, key):
+        return ops.matmul(query, ops.swapaxes(key, -1, -2)) * self.shift
+
+
+def test_user_score_in_a_saved_model(data):
+    layer = ka.layers.ScoredAttention(score=ShiftedDot())
+    inputs = [data["query"], data["key"]]
+    layer(*inputs)
+    layer.score.shift.assign(0.5)
+    exp_out, _ = ref.attend(0.5 * ref.dot(data["query"], data["key"]), data["key"])
+    np.testing.assert_allclose(ref.to_np(layer(*inputs)), exp_out, atol=1e-5)
+    model = testing.make_model(layer, inputs)
+    testing.check_serialization(model, inputs, saved_model=False)
