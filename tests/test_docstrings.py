@@ -1,0 +1,30 @@
+"""Every `>>>` example in the package's docstrings runs and prints what it says."""
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import keras_attention
+
+
+def _modules():
+    names = [keras_attention.__name__]
+    for info in pkgutil.walk_packages(
+        keras_attention.__path__, prefix=keras_attention.__name__ + "."
+    ):
+        names.append(info.name)
+    return sorted(names)
+
+
+@pytest.mark.parametrize("name", _modules())
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(
+        module,
+        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
+        verbose=False,
+        report=True,
+    )
+    assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"
