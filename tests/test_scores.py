@@ -291,3 +291,19 @@ def test_scores_are_float32_for_float16_inputs(qk, name):
     out = ops.convert_to_numpy(out)
     assert out.dtype == np.float32
     assert np.all(np.isfinite(out))
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("name", ["dot", "general", "additive", "cosine"])
+def test_scores_compute_in_float32_under_mixed_policies(qk, name, policy):
+    query, key = qk
+    keras.config.set_dtype_policy(policy)
+    score = scores.get(name)
+    # 1 + 2**-9 is not representable in bfloat16 (nor 3e5 in float16).
+    big_query = (query * 3e5).astype("float32")
+    out = _run(score, big_query, key + 2**-9)
+    assert all(w.dtype == "float32" for w in score.weights)
+    assert np.all(np.isfinite(out))
+    if name == "dot":
+        expected = np.einsum("btd,bsd->bts", big_query, key + 2**-9)
+        np.testing.assert_allclose(out, expected, rtol=1e-5)
