@@ -10,6 +10,12 @@ harness. Adding a layer is three lines:
     "MyLayer": lambda: (
         ka.layers.MyLayer(units=4), _inputs((2, 3, 4), (2, 5, 4))
     ),
+
+Each case gets: config round trip, `.keras` (safe_mode) and SavedModel
+save/load with identical outputs, finite outputs and gradients under
+`mixed_float16`/`mixed_bfloat16` on inputs scaled by 1e4, and a
+`fit(jit_compile=True)`. Layers with a causal mode or a key padding mask
+should also appear in `CAUSAL_CASES` / `PADDING_CASES`.
 """
 
 import keras
@@ -64,6 +70,36 @@ LAYER_CASES = {
     "SelfAttention2D": lambda: (
         ka.layers.SelfAttention2D(channels_reduction=2, pool_keys=True),
         _inputs((2, 4, 4, 4)),
+    ),
+}
+
+# Optional, for layers that have the property: a causal mode, checked by
+# gradients (`(layer, inputs, call_kwargs)`), and masked keys that must not
+# matter (`(layer, query, value)`, padded through `value_mask`).
+CAUSAL_CASES = {
+    "ScoredAttention": lambda: (
+        ka.layers.ScoredAttention(score="general"),
+        _inputs((2, 4, 3), (2, 4, 5)),
+        {"use_causal_mask": True},
+    ),
+    "LuongAttention": lambda: (
+        ka.layers.LuongAttention(score="concat"),
+        _inputs((2, 4, 3), (2, 4, 3)),
+        {"use_causal_mask": True},
+    ),
+}
+PADDING_CASES = {
+    "ScoredAttention": lambda: (
+        ka.layers.ScoredAttention(score="cosine"),
+        *_inputs((2, 3, 4), (2, 5, 4)),
+    ),
+    "BahdanauAttention": lambda: (
+        ka.layers.BahdanauAttention(units=3),
+        *_inputs((2, 4), (2, 5, 6)),
+    ),
+    "LuongAttention": lambda: (
+        ka.layers.LuongAttention(score="general", window=2),
+        *_inputs((2, 3, 4), (2, 5, 4)),
     ),
 }
 
@@ -141,3 +177,15 @@ def test_jit_compile_fit(case):
     output = keras.ops.convert_to_numpy(model(inputs))
     target = np.random.default_rng(1).normal(size=output.shape).astype("float32")
     testing.check_jit_fit(model, inputs, target, epochs=1)
+
+
+@pytest.mark.parametrize("case", sorted(CAUSAL_CASES))
+def test_causality(case):
+    layer, inputs, call_kwargs = CAUSAL_CASES[case]()
+    testing.check_causality(layer, inputs, call_kwargs=call_kwargs)
+
+
+@pytest.mark.parametrize("case", sorted(PADDING_CASES))
+def test_padding_invariance(case):
+    layer, query, value = PADDING_CASES[case]()
+    testing.check_padding_invariance(layer, query, value)
