@@ -4,9 +4,19 @@ import doctest
 import importlib
 import pkgutil
 
+import keras
 import pytest
 
 import keras_attention
+
+# The examples print TensorFlow tensors and shapes.
+pytestmark = [
+    pytest.mark.tf_only,
+    pytest.mark.skipif(
+        keras.backend.backend() != "tensorflow",
+        reason="docstring examples print TensorFlow shapes",
+    ),
+]
 
 
 def _modules():
