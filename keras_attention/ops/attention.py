@@ -104,6 +104,13 @@ def dot_product_attention(
     Returns:
         `(output, weights)`: `(B, T, N, Hv)` and float32 `(B, N, T, S)`.
     """
+    if mask is not None and len(mask.shape) not in (2, 4):
+        # A (B, T, S) mask would broadcast as (1, B, T, S): batch against heads.
+        raise ValueError(
+            "`mask` must have rank 4, broadcastable to (B, N, T, S), or rank 2 "
+            "(T, S); expand a (B, T, S) mask with `mask[:, None]`. "
+            f"Received: mask.shape={tuple(mask.shape)}"
+        )
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
     # Logits in float32: float16 dot products of large activations overflow.

@@ -121,3 +121,12 @@ def test_dot_product_attention_large_low_precision_inputs_are_finite(rng, dtype)
     )
     for g in grads:
         assert np.all(np.isfinite(ops.convert_to_numpy(ops.cast(g, "float32"))))
+
+
+def test_dot_product_attention_rejects_ambiguous_rank_3_masks(rng):
+    q = rng.normal(size=(2, 3, 2, 4)).astype("float32")
+    with pytest.raises(ValueError, match=r"mask\[:, None\].*mask.shape=\(2, 3, 3\)"):
+        dot_product_attention(q, q, q, mask=np.ones((2, 3, 3), bool))
+    causal = np.tril(np.ones((3, 3), bool))  # (T, S) broadcasts fine
+    out, weights = dot_product_attention(q, q, q, mask=causal)
+    assert np.all(ops.convert_to_numpy(weights)[..., ~causal] == 0.0)
