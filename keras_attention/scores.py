@@ -186,7 +186,9 @@ class Additive(Score):
         self, units=None, normalize=False, kernel_initializer="glorot_uniform", **kwargs
     ):
         super().__init__(**kwargs)
-        if units is not None and (not isinstance(units, int) or units <= 0):
+        if units is not None and (
+            isinstance(units, bool) or not isinstance(units, int) or units <= 0
+        ):
             raise ValueError(
                 f"`units` must be a positive integer or None. Received: units={units}"
             )

@@ -307,3 +307,8 @@ def test_scores_compute_in_float32_under_mixed_policies(qk, name, policy):
     if name == "dot":
         expected = np.einsum("btd,bsd->bts", big_query, key + 2**-9)
         np.testing.assert_allclose(out, expected, rtol=1e-5)
+
+
+def test_additive_rejects_boolean_units():
+    with pytest.raises(ValueError, match="units=True"):
+        scores.Additive(units=True)

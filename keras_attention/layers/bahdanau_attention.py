@@ -40,7 +40,12 @@ class BahdanauAttention(ScoredAttention):
 
     def __init__(self, units, normalize=False, **kwargs):
         check_positive_int("units", units)
-        kwargs.pop("score", None)
+        if "score" in kwargs:
+            raise ValueError(
+                "`BahdanauAttention` always uses the additive score; use "
+                "`ScoredAttention(score=...)` for another one. "
+                f"Received: score={kwargs['score']!r}"
+            )
         super().__init__(
             score=scores.Additive(units=units, normalize=normalize), **kwargs
         )

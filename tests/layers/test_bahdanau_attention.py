@@ -96,3 +96,8 @@ def test_rejects_bad_units(units):
 def test_rejects_negative_dropout():
     with pytest.raises(ValueError, match=r"Received: dropout=-0.5"):
         ka.layers.BahdanauAttention(units=2, dropout=-0.5)
+
+
+def test_rejects_a_score_argument():
+    with pytest.raises(ValueError, match="score='dot'"):
+        ka.layers.BahdanauAttention(units=4, score="dot")
