@@ -297,7 +297,9 @@ class PointerNetwork(keras.Model):
             trailing = tuple(x.shape[1:])
             flat = ops.reshape(x, (-1, k, math.prod(trailing)))
             index = ops.broadcast_to(beam[:, :, None], ops.shape(flat))
-            return ops.reshape(ops.take_along_axis(flat, index, axis=1), (-1, *trailing))
+            return ops.reshape(
+                ops.take_along_axis(flat, index, axis=1), (-1, *trailing)
+            )
 
         def step(t, carry):
             step_input, states, chosen, pointers, beam_scores = carry

@@ -9,7 +9,11 @@ import keras_attention as ka
 
 VARIANTS = {
     "lstm": {},
-    "gru_bidirectional_glimpse": {"cell": "gru", "bidirectional": True, "glimpse": True},
+    "gru_bidirectional_glimpse": {
+        "cell": "gru",
+        "bidirectional": True,
+        "glimpse": True,
+    },
 }
 
 
