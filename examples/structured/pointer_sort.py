@@ -12,6 +12,18 @@ sequences greedily (and with a small beam) and counts exact matches.
     python examples/structured/pointer_sort.py --n 5 --output-dir outputs/sort5
     python examples/structured/pointer_sort.py --n 10 --output-dir outputs/sort10
 
+Measured with the defaults (LSTM, 128 units, 10 epochs of 500 batches of 128,
+i.e. 640,000 fresh sequences; 2 shared CPU cores, load ~8), exact-sequence
+accuracy on 10,000 fresh sequences:
+
+    N=5:  99.0% greedy, 99.0% beam 3; training 211 s
+    N=10: 98.4% greedy, 98.4% beam 3; training 360 s
+
+(published: 90% for N=5, Vinyals et al., 2016). Masking the chosen positions
+before the softmax makes the task "point to the smallest remaining number",
+which is why a plain pointer network does so well; every remaining error is a
+near-tie (two numbers closer than 0.003 for N=5, 0.0015 for N=10).
+
 Outputs in `--output-dir`: the trained model (`pointer_sort.keras`), the greedy
 decoder as a SavedModel (`decoder/`), a picture of the pointer distributions
 for one example (`pointers.png`) and the metrics (`metrics.json`).
@@ -107,8 +119,8 @@ def plot_pointers(model, x, pointers, path):
     n = len(x)
     fig, ax = plt.subplots(figsize=(1.0 + 0.6 * n, 1.0 + 0.5 * n))
     ax.imshow(probs, cmap="Blues", vmin=0.0, vmax=1.0)
-    ax.set_xticks(range(n), [f"{v:.2f}" for v in x[:, 0]], rotation=60)
-    ax.set_yticks(range(n), [f"{i}: {x[p, 0]:.2f}" for i, p in enumerate(pointers)])
+    ax.set_xticks(range(n), [f"{v:.3f}" for v in x[:, 0]], rotation=60)
+    ax.set_yticks(range(n), [f"{i}: {x[p, 0]:.3f}" for i, p in enumerate(pointers)])
     ax.set_xlabel("input position (value)")
     ax.set_ylabel("output step: value pointed to")
     ax.set_title("p(pointer | previous pointers)")
