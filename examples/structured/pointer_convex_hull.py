@@ -17,6 +17,23 @@ the true hull's, 0 when the prediction is not a simple polygon of at least
 three vertices), averaged.
 
     python examples/structured/pointer_convex_hull.py --n 10 --output-dir outputs/hull10
+
+Measured at n=10 (mean hull size 6.0), 10,000 fresh test sets, one seed each,
+10 epochs of 500 batches of 128 from a pool of 100,000 sets, 2 shared CPU
+cores (load ~8):
+
+    defaults (LSTM 128):         71.5% exact (beam 3: 71.9%), area 99.1%; 455 s
+    --glimpse:                   63.8% exact (beam 3: 64.5%), area 98.2%; 501 s
+    --bidirectional --glimpse:   68.8% exact (beam 3: 69.5%), area 98.7%; 626 s
+
+For comparison, Vinyals et al. (2015) report 72.6% exact and 99.9% area at
+n=50, with a 512-unit LSTM trained on 1M examples for much longer; their
+table also has smaller n, where a longer run than ours should be expected to
+do better. The glimpse did not help within this budget.
+
+Outputs in `--output-dir`: the trained model (`pointer_convex_hull.keras`), a
+picture of one example with the pointer distributions (`hull.png`) and the
+metrics (`metrics.json`).
 """
 
 import argparse
@@ -43,7 +60,9 @@ def parse_args(argv=None):
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--n", type=int, default=10, help="points per set")
-    parser.add_argument("--units", type=int, default=128, help="LSTM width")
+    parser.add_argument(
+        "--units", type=int, default=128, help="embedding and recurrent state width"
+    )
     parser.add_argument(
         "--cell", choices=["lstm", "gru"], default="lstm", help="recurrent cell"
     )

@@ -50,7 +50,9 @@ def parse_args(argv=None):
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--n", type=int, default=5, help="numbers per sequence")
-    parser.add_argument("--units", type=int, default=128, help="LSTM width")
+    parser.add_argument(
+        "--units", type=int, default=128, help="embedding and recurrent state width"
+    )
     parser.add_argument(
         "--cell", choices=["lstm", "gru"], default="lstm", help="recurrent cell"
     )
