@@ -1,6 +1,7 @@
 """keras_attention: attention layers for Keras 3."""
 
 from keras_attention import layers as layers
+from keras_attention import models as models
 from keras_attention import ops as ops
 from keras_attention import scores as scores
 from keras_attention.layers import *  # noqa: F403

@@ -10,6 +10,7 @@ from keras_attention.ops.masks import chosen_positions_mask
 from keras_attention.ops.masks import compute_attention_mask
 from keras_attention.ops.masks import merge_masks
 from keras_attention.ops.masks import padding_mask
+from keras_attention.ops.masks import pointer_step_mask
 from keras_attention.ops.softmax import hardmax
 from keras_attention.ops.softmax import masked_log_softmax
 from keras_attention.ops.softmax import masked_softmax
@@ -27,5 +28,6 @@ __all__ = [
     "masked_softmax",
     "merge_masks",
     "padding_mask",
+    "pointer_step_mask",
     "weighted_sum",
 ]

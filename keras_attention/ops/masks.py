@@ -118,14 +118,40 @@ def compute_attention_mask(
     return mask
 
 
-def chosen_positions_mask(pointers, num_positions):
+def pointer_step_mask(chosen, end_position=None):
+    """Positions a pointer decoder may point to, from those already chosen.
+
+    Args:
+        chosen: `(..., T_in)`, True (or non-zero) where the position was
+            already pointed to.
+        end_position: optional index of an "end of output" position. It may
+            be chosen like any other; once it has been chosen, it is the only
+            allowed position, so finished sequences keep pointing to it with
+            probability 1 (log-probability 0): they add nothing to a loss or
+            to a beam score.
+
+    Returns:
+        bool `(..., T_in)`, True = may point there.
+    """
+    chosen = ops.cast(chosen, "bool")
+    allowed = ops.logical_not(chosen)
+    if end_position is None:
+        return allowed
+    num_positions = ops.shape(chosen)[-1]
+    is_end = ops.equal(ops.arange(num_positions, dtype="int32"), end_position)
+    ended = chosen[..., end_position : end_position + 1]
+    return ops.where(ended, is_end, allowed)
+
+
+def chosen_positions_mask(pointers, num_positions, end_position=None):
     """Mask `(B, T_out, T_in)` of positions not yet pointed to before step t.
 
     For a pointer network decoding `pointers (B, T_out)` (indices into the
     `T_in` inputs), step `t` may point to position `j` only if `j` is not in
     `pointers[:, :t]`. Built as an exclusive cumulative sum of one-hots, so it
-    works with teacher forcing in one pass.
+    works with teacher forcing in one pass. With `end_position`, see
+    `pointer_step_mask`: after the end position, only it is allowed.
     """
     one_hot = ops.one_hot(ops.cast(pointers, "int32"), num_positions)  # (B, To, Ti)
     taken = ops.cumsum(one_hot, axis=1) - one_hot  # chosen strictly before t
-    return ops.equal(taken, 0)
+    return pointer_step_mask(ops.greater(taken, 0), end_position)

@@ -42,6 +42,15 @@ def test_chosen_positions_mask_excludes_earlier_pointers():
     np.testing.assert_array_equal(mask, expected)
 
 
+def test_chosen_positions_mask_with_end_position():
+    # Position 0 is "end": allowed until chosen, then the only allowed one.
+    mask = np.array(ka.ops.chosen_positions_mask(np.array([[2, 0, 0]]), 3, 0))[0]
+    expected = np.array([[1, 1, 1], [1, 1, 0], [1, 0, 0]], bool)
+    np.testing.assert_array_equal(mask, expected)
+    step = np.array(ka.ops.pointer_step_mask(np.array([[0, 1, 0], [1, 0, 0]]), 0))
+    np.testing.assert_array_equal(step, np.array([[1, 0, 1], [1, 0, 0]], bool))
+
+
 def test_masked_positions_have_finite_loss_and_gradients(rng):
     enc = keras.Variable(rng.normal(size=(2, 5, 4)).astype("float32"))
     dec = rng.normal(size=(2, 5, 4)).astype("float32")

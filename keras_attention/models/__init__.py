@@ -1,0 +1,5 @@
+"""Complete models built from the layers."""
+
+from keras_attention.models.pointer_network import PointerNetwork
+
+__all__ = ["PointerNetwork"]
