@@ -5,3 +5,8 @@ from keras_attention.layers.luong_attention import LuongAttention
 from keras_attention.layers.scored_attention import ScoredAttention
 
 __all__ = ["BahdanauAttention", "LuongAttention", "ScoredAttention"]
+
+from keras_attention.layers.attention_rnn_cell import AttentionRNNCell  # noqa: E402
+from keras_attention.layers.attention_rnn_decoder import AttentionRNNDecoder  # noqa: E402
+
+__all__ += ["AttentionRNNCell", "AttentionRNNDecoder"]
