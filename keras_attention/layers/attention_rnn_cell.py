@@ -168,9 +168,12 @@ class AttentionRNNCell(keras.layers.Layer):
         extra = memory_dim if self.style == "bahdanau" else 0
         if self._feeds:
             extra = self.attention_layer.units
-        self.cell.build((inputs_shape[0], inputs_shape[-1] + extra))
-        self.attention.build((inputs_shape[0], self._cell_units), memory_shape)
-        if self.attention_layer is not None:
+        # Sub-layers restored from a saved config arrive already built.
+        if not self.cell.built:
+            self.cell.build((inputs_shape[0], inputs_shape[-1] + extra))
+        if not self.attention.built:
+            self.attention.build((inputs_shape[0], self._cell_units), memory_shape)
+        if self.attention_layer is not None and not self.attention_layer.built:
             self.attention_layer.build(
                 (inputs_shape[0], memory_dim + self._cell_output_size)
             )

@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from keras_attention import ops as ka_ops
 from keras_attention.layers.attention_rnn_cell import AttentionRNNCell
 from keras_attention.layers.validation import check_rank
 from keras_attention.layers.validation import check_same
@@ -87,7 +88,8 @@ class AttentionRNNDecoder(keras.layers.Layer):
 
     def build(self, inputs_shape, memory_shape):
         self._check_shapes(inputs_shape, memory_shape)
-        self.cell.build((inputs_shape[0], inputs_shape[-1]), memory_shape)
+        if not self.cell.built:
+            self.cell.build((inputs_shape[0], inputs_shape[-1]), memory_shape)
         self.built = True
 
     @property
@@ -136,8 +138,8 @@ class AttentionRNNDecoder(keras.layers.Layer):
             cell.get_dropout_mask(cell_in)
             cell.get_recurrent_dropout_mask(states[0])
 
-        # TensorFlow's scan stacks the carry itself, so the carry holds the
-        # last output and alignment next to the states.
+        # The carry holds each step's output and alignment next to the
+        # states, so that stacking the carries gives the output sequences.
         width = self.cell.output_size(memory.shape[-1])
         carry = (
             states,
@@ -150,11 +152,10 @@ class AttentionRNNDecoder(keras.layers.Layer):
                 x_t, carry[0], cache, training=training
             )
             new_states = [ops.cast(s, self.compute_dtype) for s in new_states]
-            new_carry = (new_states, ops.cast(output, self.compute_dtype), alignment)
-            return new_carry, new_carry
+            return (new_states, ops.cast(output, self.compute_dtype), alignment)
 
         time_major = ops.transpose(inputs, (1, 0, 2))  # (T, B, D)
-        _, (_, outputs, alignments) = ops.scan(body, carry, time_major)
+        _, outputs, alignments = ka_ops.recurrence(body, carry, time_major)
         for cell in cells:
             cell.reset_dropout_mask()
             cell.reset_recurrent_dropout_mask()

@@ -27,3 +27,7 @@ __all__ = [
     "padding_mask",
     "weighted_sum",
 ]
+
+from keras_attention.ops.loops import recurrence  # noqa: E402
+
+__all__ += ["recurrence"]
