@@ -203,7 +203,9 @@ def build_rnn_model(
 
     def make_step_fn(cache):
         def step_fn(tokens, state, index):
-            output, state, alignment = decoder.step(target_embedding(tokens), state, cache)
+            output, state, alignment = decoder.step(
+                target_embedding(tokens), state, cache
+            )
             return readout(output), state, alignment
 
         return step_fn
@@ -288,7 +290,7 @@ def save_heatmaps(sources, predictions, alignments, path):
     ):
         plot_attention(
             weights,
-            list(source.lower()),
+            ["\u2423" if c == " " else c for c in source.lower()],
             (list(prediction) + [END])[: len(weights)],
             ax=ax,
             title=f"{source!r} -> {prediction}",
@@ -310,17 +312,17 @@ def parse_args(argv):
                         help="model family")  # fmt: skip
     parser.add_argument("--attention", choices=["bahdanau", "luong"],
                         default="bahdanau", help="attention style of the RNN decoder")  # fmt: skip
-    parser.add_argument("--epochs", type=int, default=10, help="training epochs")
+    parser.add_argument("--epochs", type=int, default=4, help="training epochs")
     parser.add_argument("--num-train", type=int, default=20000,
                         help="number of generated training dates")  # fmt: skip
     parser.add_argument("--num-test", type=int, default=2000,
                         help="number of held-out dates for the exact-match accuracy")  # fmt: skip
-    parser.add_argument("--batch-size", type=int, default=64, help="batch size")
+    parser.add_argument("--batch-size", type=int, default=128, help="batch size")
     parser.add_argument("--learning-rate", type=float, default=3e-3,
                         help="Adam learning rate (cosine decay to 0)")  # fmt: skip
     parser.add_argument("--units", type=int, default=128,
                         help="decoder GRU units (encoder: half per direction)")  # fmt: skip
-    parser.add_argument("--max-source-length", type=int, default=40,
+    parser.add_argument("--max-source-length", type=int, default=32,
                         help="source characters kept (longer inputs are cut)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=1337, help="random seed")
     parser.add_argument("--output-dir", default="outputs/dates",
@@ -387,7 +389,11 @@ def main(argv=None):
     )
     for s, p, t in list(zip(test_src, predictions, test_tgt, strict=True))[:8]:
         print(f"  {s!r:36} -> {p}  {'ok' if p == t else 'WRONG, expected ' + t}")
-    errors = [(s, p, t) for s, p, t in zip(test_src, predictions, test_tgt) if p != t]
+    errors = [
+        (s, p, t)
+        for s, p, t in zip(test_src, predictions, test_tgt, strict=True)
+        if p != t
+    ]
     for s, p, t in errors[:5]:
         print(f"  error: {s!r} -> {p} (expected {t})")
 

@@ -20,7 +20,9 @@ def _decoder_step_fn(rng, style):
     decoder = ka.layers.AttentionRNNDecoder(
         ka.layers.AttentionRNNCell(keras.layers.GRUCell(UNITS), attention, style=style)
     )
-    readout = keras.layers.Dense(V, kernel_initializer=keras.initializers.RandomNormal(0, 2))
+    readout = keras.layers.Dense(
+        V, kernel_initializer=keras.initializers.RandomNormal(0, 2)
+    )
     memory = rng.normal(size=(B, S, 5)).astype("float32")
     mask = np.ones((B, S), bool)
     mask[0, 3:] = False

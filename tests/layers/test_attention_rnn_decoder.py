@@ -163,7 +163,9 @@ def _seq2seq(style="bahdanau", cell_cls=keras.layers.GRUCell, **cell_kwargs):
         if style == "bahdanau"
         else ka.layers.LuongAttention("dot")
     )
-    cell = ka.layers.AttentionRNNCell(cell_cls(DM, **cell_kwargs), attention, style=style)
+    cell = ka.layers.AttentionRNNCell(
+        cell_cls(DM, **cell_kwargs), attention, style=style
+    )
     hidden = ka.layers.AttentionRNNDecoder(cell)(y, memory)
     return keras.Model([source, target], keras.layers.Dense(12)(hidden))
 
@@ -187,7 +189,8 @@ def test_fit_compiles_with_xla(style, cell_cls, rng):
     history = model.fit([src, tgt], tgt, batch_size=8, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
     changed = [
-        not np.allclose(a, w.numpy()) for a, w in zip(before, model.trainable_weights)
+        not np.allclose(a, w.numpy())
+        for a, w in zip(before, model.trainable_weights, strict=True)
     ]
     assert all(changed)  # every weight, attention included, gets a gradient
 
@@ -227,7 +230,9 @@ def test_mixed_precision_is_finite(policy, rng):
     memory = 100 * rng.normal(size=(B, S, DM)).astype("float32")
     outputs, alignments = make_decoder()(inputs, memory, return_alignments=True)
     assert np.isfinite(keras.ops.convert_to_numpy(outputs).astype("float32")).all()
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(alignments).sum(-1), 1, atol=1e-3)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(alignments).sum(-1), 1, atol=1e-3
+    )
 
 
 def test_additive_key_projection_is_cached(data):
