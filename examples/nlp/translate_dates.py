@@ -161,8 +161,12 @@ def build_rnn_model(
 ):
     """BiGRU encoder + GRU decoder with Bahdanau or Luong attention.
 
-    Returns the training model `(source_ids, decoder_inputs) -> logits` and
-    a `step_fn(tokens, state, index)` factory for greedy decoding.
+    Returns `(model, encode, make_step_fn)`: the training model
+    `(source_ids, decoder_inputs) -> logits` (teacher forcing), `encode(ids)
+    -> (memory_cache, initial_state)` and `make_step_fn(memory_cache)`, which
+    gives the `step_fn(tokens, state, index) -> (logits, state, alignment)`
+    that `keras_attention.decoding.greedy_search` runs. The three share the
+    trained layers.
     """
     source = keras.Input((None,), dtype="int32", name="source_ids")
     decoder_inputs = keras.Input((None,), dtype="int32", name="decoder_inputs")
@@ -192,7 +196,8 @@ def build_rnn_model(
     readout = keras.layers.Dense(target_vocab_size, name="readout")
 
     memory = encoder(source_embedding(source))  # (B, S, 2 * encoder_units)
-    hidden = decoder(target_embedding(decoder_inputs), memory)  # memory mask: Keras
+    # The memory's Keras mask (from `mask_zero`) keeps attention off padding.
+    hidden = decoder(target_embedding(decoder_inputs), memory)
     model = keras.Model([source, decoder_inputs], readout(hidden), name="rnn_seq2seq")
 
     def encode(source_ids):
