@@ -20,8 +20,11 @@ class AttentionRNNDecoder(keras.layers.Layer):
     Runs an `AttentionRNNCell` over a whole target sequence: at step `t`
     the cell reads `inputs[:, t]` (e.g. the embedded previous target token)
     and attends over `memory` (the encoder annotations). Training a seq2seq
-    model is then one `model.fit` call; the loop is a `keras.ops.scan`, so
-    it compiles with XLA (`jit_compile=True`) and needs no cuDNN kernel.
+    model is then one `model.fit` call. The loop is
+    `keras_attention.ops.recurrence` (a scan that trains under XLA,
+    `jit_compile=True`) and needs no cuDNN kernel. It plays the part of
+    `keras.layers.RNN`, which cannot carry the memory: Keras 3 dropped its
+    `constants` argument.
 
     For inference, run the same weights step by step: `prepare_memory()`,
     `get_initial_state()` and `step()` (see `keras_attention.decoding`).
