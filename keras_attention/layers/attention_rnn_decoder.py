@@ -135,11 +135,11 @@ class AttentionRNNDecoder(keras.layers.Layer):
         for cell in cells:
             # One dropout mask for the whole sequence (as keras.layers.RNN),
             # created outside the loop so it is not a loop-local tensor.
-            cell_in = ops.zeros(
-                (batch_size, cell.kernel.shape[0]), dtype=self.compute_dtype
-            )
-            cell.get_dropout_mask(cell_in)
-            cell.get_recurrent_dropout_mask(states[0])
+            for get_mask, kernel in (
+                (cell.get_dropout_mask, cell.kernel),
+                (cell.get_recurrent_dropout_mask, cell.recurrent_kernel),
+            ):
+                get_mask(ops.zeros((batch_size, kernel.shape[0]), self.compute_dtype))
 
         # The carry holds each step's output and alignment next to the
         # states, so that stacking the carries gives the output sequences.

@@ -283,3 +283,15 @@ def test_decoder_bad_inputs(data):
     cache = decoder.prepare_memory(memory)
     with pytest.raises(ValueError, match="`states` must be a list of 2"):
         decoder.step(inputs[:, 0], [np.zeros((B, UNITS), "float32")], cache)
+
+
+def test_cell_dropout_applies_only_in_training(data):
+    inputs, memory, _ = data
+    rnn = keras.layers.GRUCell(UNITS, dropout=0.5, recurrent_dropout=0.5)
+    decoder = ka.layers.AttentionRNNDecoder(
+        ka.layers.AttentionRNNCell(rnn, ka.layers.BahdanauAttention(5))
+    )
+    inference = decoder(inputs, memory)
+    np.testing.assert_array_equal(decoder(inputs, memory, training=False), inference)
+    assert not np.allclose(decoder(inputs, memory, training=True), inference)
+    assert rnn._dropout_mask is None  # reset after the sequence
