@@ -1,9 +1,9 @@
 """keras_attention: attention layers for Keras 3."""
 
-from keras_attention import layers
-from keras_attention import ops
-from keras_attention import scores
-from keras_attention.layers import *  # noqa: F401,F403
+from keras_attention import layers as layers
+from keras_attention import ops as ops
+from keras_attention import scores as scores
+from keras_attention.layers import *  # noqa: F403
 
 __version__ = "0.1.0"
 

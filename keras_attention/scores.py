@@ -44,6 +44,9 @@ class Score(keras.layers.Layer):
     def __init__(self, **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
+        # Keras masks on the inputs are the attention layer's business: accept
+        # them silently and return none.
+        self.supports_masking = True
 
     def build(self, query_shape, key_shape):
         _check_rank3("query", query_shape)
@@ -59,6 +62,9 @@ class Score(keras.layers.Layer):
         raise NotImplementedError(
             f"{type(self).__name__} must implement `call(query, key)`."
         )
+
+    def compute_mask(self, query, previous_mask=None):
+        return None
 
     def compute_output_shape(self, query_shape, key_shape):
         return (query_shape[0], query_shape[1], key_shape[1])
@@ -159,9 +165,7 @@ class General(_Scaled):
     def get_config(self):
         return {
             **super().get_config(),
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer
-            ),
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         }
 
 
@@ -212,7 +216,9 @@ class Additive(Score):
                 shape=(),
                 initializer=keras.initializers.Constant(math.sqrt(1.0 / units)),
             )
-            self.bias = self.add_weight(name="bias", shape=(units,), initializer="zeros")
+            self.bias = self.add_weight(
+                name="bias", shape=(units,), initializer="zeros"
+            )
 
     def project_key(self, key):
         """`W k`, `(B, S, units)`: constant over decoding steps, cache it."""
@@ -236,9 +242,7 @@ class Additive(Score):
             **super().get_config(),
             "units": self.units,
             "normalize": self.normalize,
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer
-            ),
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         }
 
 
@@ -338,9 +342,7 @@ class Location(Score):
         return {
             **super().get_config(),
             "max_length": self.max_length,
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer
-            ),
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         }
 
 

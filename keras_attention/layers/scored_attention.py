@@ -115,7 +115,11 @@ class ScoredAttention(keras.layers.Layer):
         self._check_shapes(query_shape, value_shape, key_shape)
         if len(query_shape) == 2:
             query_shape = (query_shape[0], 1, query_shape[1])
-        self.score.build(query_shape, value_shape if key_shape is None else key_shape)
+        # A score revived from a config (or passed in already built) keeps
+        # its weights; building it again would try to create them twice.
+        if not self.score.built:
+            key_shape = value_shape if key_shape is None else key_shape
+            self.score.build(query_shape, key_shape)
         self.built = True
 
     def call(
@@ -138,6 +142,13 @@ class ScoredAttention(keras.layers.Layer):
         )
         key = value if key is None else key
         single = len(query.shape) == 2
+        if single and use_causal_mask:
+            raise ValueError(
+                "`use_causal_mask` needs a sequence query (B, T, D): a single "
+                "query vector has no position (mask the future keys with "
+                f"`value_mask` instead). Received: query.shape={tuple(query.shape)}, "
+                "use_causal_mask=True"
+            )
         if single:
             query = query[:, None, :]  # (B, 1, Dq)
             if attention_mask is not None and len(attention_mask.shape) == 2:

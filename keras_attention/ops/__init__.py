@@ -6,6 +6,7 @@ from keras_attention.ops.attention import dot_product_attention
 from keras_attention.ops.attention import weighted_sum
 from keras_attention.ops.masks import band_mask
 from keras_attention.ops.masks import causal_mask
+from keras_attention.ops.masks import chosen_positions_mask
 from keras_attention.ops.masks import compute_attention_mask
 from keras_attention.ops.masks import merge_masks
 from keras_attention.ops.masks import padding_mask
@@ -18,6 +19,7 @@ __all__ = [
     "attention_weights",
     "band_mask",
     "causal_mask",
+    "chosen_positions_mask",
     "compute_attention_mask",
     "dot_product_attention",
     "hardmax",

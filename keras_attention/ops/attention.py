@@ -71,9 +71,7 @@ def attention(
         `(output, weights)`: `(B, T, Dv)` and float32 `(B, T, S)`.
     """
     scores = score_fn(query, key)  # (B, T, S)
-    weights = attention_weights(
-        scores, mask, probability, dropout_rate, seed, training
-    )
+    weights = attention_weights(scores, mask, probability, dropout_rate, seed, training)
     return weighted_sum(weights, value), weights
 
 
@@ -99,15 +97,25 @@ def dot_product_attention(
             must be expanded by the caller (`mask[:, None]`).
         scale: multiplier of the logits; `1 / sqrt(H)` when `None`.
 
+    The logits are computed in float32 whatever the inputs' dtype, so that
+    float16 activations of large magnitude cannot overflow before the
+    softmax; the output has the dtype of `value`.
+
     Returns:
         `(output, weights)`: `(B, T, N, Hv)` and float32 `(B, N, T, S)`.
     """
+    if mask is not None and len(mask.shape) not in (2, 4):
+        # A (B, T, S) mask would broadcast as (1, B, T, S): batch against heads.
+        raise ValueError(
+            "`mask` must have rank 4, broadcastable to (B, N, T, S), or rank 2 "
+            "(T, S); expand a (B, T, S) mask with `mask[:, None]`. "
+            f"Received: mask.shape={tuple(mask.shape)}"
+        )
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
-    query = query * ops.cast(scale, query.dtype)
-    logits = ops.einsum("btnh,bsnh->bnts", query, key)  # (B, N, T, S)
-    weights = attention_weights(
-        logits, mask, "softmax", dropout_rate, seed, training
-    )
+    # Logits in float32: float16 dot products of large activations overflow.
+    query = ops.cast(query, "float32") * ops.cast(scale, "float32")
+    logits = ops.einsum("btnh,bsnh->bnts", query, ops.cast(key, "float32"))
+    weights = attention_weights(logits, mask, "softmax", dropout_rate, seed, training)
     output = ops.einsum("bnts,bsnh->btnh", ops.cast(weights, value.dtype), value)
     return output, weights

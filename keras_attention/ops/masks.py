@@ -22,9 +22,7 @@ def causal_mask(query_length, key_length=None, offset=0):
     """
     if key_length is None:
         key_length = query_length
-    rows = ops.arange(query_length, dtype="int32")[:, None] + ops.cast(
-        offset, "int32"
-    )
+    rows = ops.arange(query_length, dtype="int32")[:, None] + ops.cast(offset, "int32")
     cols = ops.arange(key_length, dtype="int32")[None, :]
     return ops.greater_equal(rows, cols)
 
@@ -35,9 +33,7 @@ def band_mask(query_length, key_length, window, offset=0):
     This is the local-m window of Luong et al. (2015), centred on the
     monotonic alignment `p_t = t`.
     """
-    rows = ops.arange(query_length, dtype="int32")[:, None] + ops.cast(
-        offset, "int32"
-    )
+    rows = ops.arange(query_length, dtype="int32")[:, None] + ops.cast(offset, "int32")
     cols = ops.arange(key_length, dtype="int32")[None, :]
     return ops.less_equal(ops.abs(rows - cols), window)
 
@@ -120,3 +116,16 @@ def compute_attention_mask(
         v_len = ops.shape(value)[1]
         mask = merge_masks(mask, causal_mask(q_len, v_len, causal_offset)[None])
     return mask
+
+
+def chosen_positions_mask(pointers, num_positions):
+    """Mask `(B, T_out, T_in)` of positions not yet pointed to before step t.
+
+    For a pointer network decoding `pointers (B, T_out)` (indices into the
+    `T_in` inputs), step `t` may point to position `j` only if `j` is not in
+    `pointers[:, :t]`. Built as an exclusive cumulative sum of one-hots, so it
+    works with teacher forcing in one pass.
+    """
+    one_hot = ops.one_hot(ops.cast(pointers, "int32"), num_positions)  # (B, To, Ti)
+    taken = ops.cumsum(one_hot, axis=1) - one_hot  # chosen strictly before t
+    return ops.equal(taken, 0)

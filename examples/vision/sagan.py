@@ -1,0 +1,494 @@
+"""Title: Self-Attention GAN (SAGAN) on handwritten digits.
+
+Description: a small SAGAN (Zhang et al., 2018) whose generator and
+discriminator both use `keras_attention.layers.SelfAttention2D` at the 16x16
+feature level, with spectral normalization everywhere, the hinge loss and two
+time-scale learning rates (TTUR). `model.fit` drives a custom `train_step`.
+
+Data: `--dataset digits` (the default, embedded: scikit-learn's 8x8 digits,
+upsampled) or `--dataset mnist` (the 10,000 images of the MNIST test split,
+read from `--data-dir` or downloaded from a public mirror of the original
+files and checked against their SHA-256).
+
+Outputs under `--output-dir`: a sample grid per epoch from a fixed latent
+batch, a picture of where chosen query pixels attend, the generator as a
+SavedModel (reloaded and checked), training logs, and a quality report: a
+small CNN classifier trained on real digits scores 10,000 generated images
+(mean top-class confidence, class histogram) and a Frechet distance in its
+feature space against real images, with real-vs-real as the floor.
+
+Run: `python examples/vision/sagan.py --epochs 30 --output-dir outputs/sagan`.
+"""
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import struct
+import sys
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import layers
+
+import keras_attention as ka
+
+# The original MNIST test files and their SHA-256 (also in the repository's
+# shared data README). Mirrors of yann.lecun.com, which is often unreachable.
+MNIST_FILES = {
+    "t10k-images-idx3-ubyte.gz": (
+        "167310007f03058885c7e95e6c0b19c20de5c7fd3031f4cbdadc9014a523d80b"
+    ),
+    "t10k-labels-idx1-ubyte.gz": (
+        "fc607395669ec21321ea83e4b82c0544b7e8e63ff5b34337c06bc0a17cc0da3c"
+    ),
+}
+MNIST_MIRRORS = (
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "https://storage.googleapis.com/cvdf-datasets/mnist/",
+)
+IMAGE_SIZE = 32
+
+
+# ----------------------------------------------------------------------------
+# Data
+# ----------------------------------------------------------------------------
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def mnist_file(name, data_dir=None):
+    """Path of one MNIST file: from `data_dir`, else downloaded and cached."""
+    expected = MNIST_FILES[name]
+    if data_dir is not None:
+        path = os.path.join(data_dir, name)
+        if not os.path.exists(path):
+            raise ValueError(f"`--data-dir` has no {name}. Received: {data_dir}")
+        if sha256(path) != expected:
+            raise ValueError(
+                f"Checksum mismatch for {path}: expected SHA-256 {expected}, "
+                f"got {sha256(path)}"
+            )
+        return path
+    last_error = None
+    for mirror in MNIST_MIRRORS:
+        try:
+            # keras.utils.get_file caches the file and verifies its hash.
+            return keras.utils.get_file(
+                name, mirror + name, file_hash=expected, cache_subdir="datasets/mnist"
+            )
+        except Exception as error:  # try the next mirror
+            last_error = error
+    raise RuntimeError(f"Could not download {name}: {last_error}")
+
+
+def read_idx(path):
+    """Array from an IDX file (the MNIST format), gzip or plain."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        zero, dtype_code, ndim = struct.unpack(">HBB", f.read(4))
+        if zero != 0 or dtype_code != 0x08:
+            raise ValueError(f"{path} is not an IDX file of unsigned bytes")
+        shape = struct.unpack(">" + "I" * ndim, f.read(4 * ndim))
+        return np.frombuffer(f.read(), dtype=np.uint8).reshape(shape)
+
+
+def load_digits_dataset(name, data_dir=None, limit=None):
+    """Images in [-1, 1] of shape (N, 32, 32, 1) and their labels."""
+    if name == "mnist":
+        images = read_idx(mnist_file("t10k-images-idx3-ubyte.gz", data_dir))
+        labels = read_idx(mnist_file("t10k-labels-idx1-ubyte.gz", data_dir))
+        images = np.pad(images, ((0, 0), (2, 2), (2, 2))).astype("float32") / 255.0
+    elif name == "digits":
+        from sklearn.datasets import load_digits
+
+        digits = load_digits()
+        small = digits.images.astype("float32")[..., None] / 16.0  # (N, 8, 8, 1)
+        images = np.array(
+            keras.ops.image.resize(small, (IMAGE_SIZE, IMAGE_SIZE), "bilinear")
+        )[..., 0]
+        labels = digits.target
+    else:
+        raise ValueError(
+            f"`--dataset` must be 'digits' or 'mnist'. Received: dataset={name!r}"
+        )
+    images = np.clip(images, 0.0, 1.0) * 2.0 - 1.0
+    if limit:
+        images, labels = images[:limit], labels[:limit]
+    return images[..., None].astype("float32"), labels.astype("int32")
+
+
+# ----------------------------------------------------------------------------
+# Models
+# ----------------------------------------------------------------------------
+
+
+def sn(layer):
+    return layers.SpectralNormalization(layer)
+
+
+def build_generator(latent_dim, width):
+    """z -> 4x4 -> 8x8 -> 16x16 (self-attention) -> 32x32 image in [-1, 1]."""
+    z = keras.Input((latent_dim,), name="z")
+    x = sn(layers.Dense(4 * 4 * 4 * width))(z)
+    x = layers.Reshape((4, 4, 4 * width))(x)
+    for i, channels in enumerate((4 * width, 2 * width)):  # 8x8, then 16x16
+        x = layers.UpSampling2D()(x)
+        x = sn(layers.Conv2D(channels, 3, padding="same"))(x)
+        x = layers.BatchNormalization(name=f"g_bn{i}")(x)
+        x = layers.ReLU(name=f"g_act{i}")(x)
+    x = ka.layers.SelfAttention2D(use_spectral_norm=True, name="g_attention")(x)
+    x = layers.UpSampling2D()(x)
+    x = sn(layers.Conv2D(width, 3, padding="same"))(x)
+    x = layers.BatchNormalization()(x)
+    x = layers.ReLU()(x)
+    image = layers.Conv2D(1, 3, padding="same", activation="tanh", name="image")(x)
+    return keras.Model(z, image, name="generator")
+
+
+def build_discriminator(width):
+    """32x32 image -> 16x16 (self-attention) -> 8x8 -> 4x4 -> real/fake score."""
+    image = keras.Input((IMAGE_SIZE, IMAGE_SIZE, 1), name="image")
+    x = sn(layers.Conv2D(width, 4, strides=2, padding="same"))(image)  # 16x16
+    x = layers.LeakyReLU(0.1, name="d_act0")(x)
+    x = ka.layers.SelfAttention2D(use_spectral_norm=True, name="d_attention")(x)
+    for channels in (2 * width, 4 * width):  # 8x8, 4x4
+        x = sn(layers.Conv2D(channels, 4, strides=2, padding="same"))(x)
+        x = layers.LeakyReLU(0.1)(x)
+    x = layers.Flatten()(x)
+    score = sn(layers.Dense(1))(x)
+    return keras.Model(image, score, name="discriminator")
+
+
+class SAGAN(keras.Model):
+    """Generator + discriminator trained with the hinge loss by `fit()`.
+
+    The training step is TensorFlow-specific (`tf.GradientTape`), as is the
+    rest of this example (SavedModel export).
+    """
+
+    def __init__(self, generator, discriminator, latent_dim, seed=0, **kwargs):
+        super().__init__(**kwargs)
+        self.generator = generator
+        self.discriminator = discriminator
+        self.latent_dim = latent_dim
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.d_loss_tracker = keras.metrics.Mean(name="d_loss")
+        self.g_loss_tracker = keras.metrics.Mean(name="g_loss")
+
+    def compile(self, g_optimizer, d_optimizer, **kwargs):
+        super().compile(**kwargs)
+        self.g_optimizer = g_optimizer
+        self.d_optimizer = d_optimizer
+
+    @property
+    def metrics(self):
+        return [self.d_loss_tracker, self.g_loss_tracker]
+
+    def call(self, z, training=False):
+        return self.generator(z, training=training)
+
+    def _latent(self, batch):
+        return keras.random.normal((batch, self.latent_dim), seed=self.seed_generator)
+
+    def train_step(self, real):
+        batch = tf.shape(real)[0]
+        # Discriminator: hinge loss max(0, 1 - D(x)) + max(0, 1 + D(G(z))).
+        with tf.GradientTape() as tape:
+            fake = self.generator(self._latent(batch), training=True)
+            d_real = self.discriminator(real, training=True)
+            d_fake = self.discriminator(fake, training=True)
+            d_loss = tf.reduce_mean(tf.nn.relu(1.0 - d_real)) + tf.reduce_mean(
+                tf.nn.relu(1.0 + d_fake)
+            )
+        weights = self.discriminator.trainable_weights
+        self.d_optimizer.apply(tape.gradient(d_loss, weights), weights)
+        # Generator: -D(G(z)).
+        with tf.GradientTape() as tape:
+            fake = self.generator(self._latent(batch), training=True)
+            g_loss = -tf.reduce_mean(self.discriminator(fake, training=True))
+        weights = self.generator.trainable_weights
+        self.g_optimizer.apply(tape.gradient(g_loss, weights), weights)
+        self.d_loss_tracker.update_state(d_loss)
+        self.g_loss_tracker.update_state(g_loss)
+        return {
+            "d_loss": self.d_loss_tracker.result(),
+            "g_loss": self.g_loss_tracker.result(),
+            # How much each network has come to rely on self-attention.
+            "gamma_g": self.generator.get_layer("g_attention").gamma.value,
+            "gamma_d": self.discriminator.get_layer("d_attention").gamma.value,
+        }
+
+
+# ----------------------------------------------------------------------------
+# Pictures
+# ----------------------------------------------------------------------------
+
+
+def save_grid(images, path, columns=8):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = int(np.ceil(len(images) / columns))
+    fig, axes = plt.subplots(rows, columns, figsize=(columns, rows))
+    for ax, image in zip(np.ravel(axes), images, strict=False):
+        ax.imshow(image[..., 0], cmap="gray", vmin=-1, vmax=1)
+    for ax in np.ravel(axes):
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+class SampleGrid(keras.callbacks.Callback):
+    """Saves generated digits from a fixed latent batch after every epoch."""
+
+    def __init__(self, z, output_dir):
+        super().__init__()
+        self.z = z
+        self.output_dir = output_dir
+
+    def on_epoch_end(self, epoch, logs=None):
+        images = np.array(self.model.generator(self.z, training=False))
+        save_grid(images, os.path.join(self.output_dir, f"samples_{epoch + 1:03d}.png"))
+
+
+def save_attention_picture(generator, z, path):
+    """Where do chosen 16x16 query pixels of the generator's attention look?"""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    attention = generator.get_layer("g_attention")
+    features = keras.Model(generator.input, attention.input)(z)
+    _, beta = attention(features, return_attention_scores=True)  # (B, N, N')
+    images = np.array(generator(z, training=False))
+    side = features.shape[1]
+    key_side = int(round(np.sqrt(beta.shape[-1])))
+    queries = [(4, 4), (8, 8), (11, 6)]  # (row, col) on the 16x16 grid
+    fig, axes = plt.subplots(len(z), len(queries) + 1, figsize=(8, 2 * len(z)))
+    scale = IMAGE_SIZE / side
+    for i in range(len(z)):
+        axes[i, 0].imshow(images[i, ..., 0], cmap="gray")
+        axes[i, 0].set_title("sample")
+        for j, (r, c) in enumerate(queries):
+            ax = axes[i, j + 1]
+            weights = np.array(beta[i, r * side + c]).reshape(key_side, key_side)
+            ax.imshow(images[i, ..., 0], cmap="gray", alpha=0.5)
+            ax.imshow(
+                weights,
+                cmap="inferno",
+                alpha=0.6,
+                extent=(-0.5, IMAGE_SIZE - 0.5, IMAGE_SIZE - 0.5, -0.5),
+            )
+            ax.plot((c + 0.5) * scale - 0.5, (r + 0.5) * scale - 0.5, "c+", ms=12)
+            ax.set_title(f"query ({r},{c})")
+    for ax in np.ravel(axes):
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------
+# Quality
+# ----------------------------------------------------------------------------
+
+
+def train_classifier(images, labels, epochs, seed):
+    """A small CNN on real digits; its penultimate layer is the feature space."""
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((IMAGE_SIZE, IMAGE_SIZE, 1))
+    x = layers.Conv2D(32, 3, activation="relu", padding="same")(inputs)
+    x = layers.MaxPooling2D()(x)
+    x = layers.Conv2D(64, 3, activation="relu", padding="same")(x)
+    x = layers.MaxPooling2D()(x)
+    x = layers.Flatten()(x)
+    features = layers.Dense(128, activation="relu", name="features")(x)
+    outputs = layers.Dense(10, activation="softmax")(features)
+    classifier = keras.Model(inputs, outputs)
+    classifier.compile(
+        optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"]
+    )
+    split = int(0.8 * len(images))
+    classifier.fit(
+        images[:split],
+        labels[:split],
+        validation_data=(images[split:], labels[split:]),
+        epochs=epochs,
+        batch_size=128,
+        verbose=2,
+    )
+    accuracy = classifier.evaluate(images[split:], labels[split:], verbose=0)[1]
+    return classifier, keras.Model(inputs, [outputs, features]), accuracy
+
+
+def frechet_distance(a, b):
+    """||mu_a - mu_b||^2 + Tr(S_a + S_b - 2 (S_a S_b)^(1/2)) (Heusel et al.).
+
+    Tr((S_a S_b)^(1/2)) is computed as the sum of the square roots of the
+    eigenvalues of the symmetric S_a^(1/2) S_b S_a^(1/2), which stays real and
+    stable when a covariance is singular (few samples, many features).
+    """
+    mu_a, mu_b = a.mean(0), b.mean(0)
+    cov_a, cov_b = np.cov(a, rowvar=False), np.cov(b, rowvar=False)
+    values, vectors = np.linalg.eigh(cov_a)
+    root_a = (vectors * np.sqrt(np.clip(values, 0, None))) @ vectors.T
+    middle = np.linalg.eigvalsh(root_a @ cov_b @ root_a)
+    trace_root = np.sqrt(np.clip(middle, 0, None)).sum()
+    return float(
+        ((mu_a - mu_b) ** 2).sum() + np.trace(cov_a) + np.trace(cov_b) - 2 * trace_root
+    )
+
+
+def evaluate(generator, scorer, real_images, num_samples, latent_dim, seed):
+    z = np.random.default_rng(seed).normal(size=(num_samples, latent_dim))
+    fake = np.array(generator.predict(z.astype("float32"), batch_size=256, verbose=0))
+    probs, fake_features = scorer.predict(fake, batch_size=256, verbose=0)
+    _, real_features = scorer.predict(real_images, batch_size=256, verbose=0)
+    half = len(real_features) // 2
+    counts = np.bincount(probs.argmax(-1), minlength=10)
+    return {
+        "samples": int(num_samples),
+        "mean_top_class_confidence": float(probs.max(-1).mean()),
+        "class_histogram": (counts / counts.sum()).round(4).tolist(),
+        "classes_present": int((counts > 0).sum()),
+        "frechet_distance": frechet_distance(fake_features, real_features),
+        "frechet_distance_real_vs_real": frechet_distance(
+            real_features[:half], real_features[half:]
+        ),
+    }
+
+
+# ----------------------------------------------------------------------------
+# Main
+# ----------------------------------------------------------------------------
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[1],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--dataset", choices=("digits", "mnist"), default="digits")
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder with the MNIST t10k IDX files (default: download them)",
+    )
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--latent-dim", type=int, default=64)
+    parser.add_argument("--width", type=int, default=32, help="base channel width")
+    parser.add_argument("--g-lr", type=float, default=1e-4, help="generator LR")
+    parser.add_argument("--d-lr", type=float, default=4e-4, help="discriminator LR")
+    parser.add_argument(
+        "--limit", type=int, default=None, help="use only this many real images"
+    )
+    parser.add_argument(
+        "--eval-samples", type=int, default=10000, help="generated images scored"
+    )
+    parser.add_argument("--classifier-epochs", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output-dir", default="outputs/sagan")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny sizes, 1 epoch: a quick check"
+    )
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.epochs, args.limit, args.eval_samples = 1, 256, 256
+        args.classifier_epochs, args.width = 1, 8
+    for name in ("epochs", "batch_size", "latent_dim", "width", "eval_samples"):
+        if getattr(args, name) <= 0:
+            raise ValueError(
+                f"`--{name.replace('_', '-')}` must be positive. "
+                f"Received: {getattr(args, name)}"
+            )
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    os.makedirs(args.output_dir, exist_ok=True)
+    keras.utils.set_random_seed(args.seed)
+    images, labels = load_digits_dataset(args.dataset, args.data_dir, args.limit)
+    print(f"{len(images)} real {args.dataset} images of shape {images.shape[1:]}")
+
+    generator = build_generator(args.latent_dim, args.width)
+    discriminator = build_discriminator(args.width)
+    gan = SAGAN(generator, discriminator, args.latent_dim, seed=args.seed)
+    gan.compile(
+        g_optimizer=keras.optimizers.Adam(args.g_lr, beta_1=0.0, beta_2=0.9),
+        d_optimizer=keras.optimizers.Adam(args.d_lr, beta_1=0.0, beta_2=0.9),
+    )
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(images)
+        .shuffle(len(images), seed=args.seed)
+        .batch(args.batch_size, drop_remainder=True)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    fixed_z = np.random.default_rng(args.seed).normal(size=(32, args.latent_dim))
+    gan(fixed_z[:1].astype("float32"))  # build, so BackupAndRestore can restore
+    callbacks = [
+        SampleGrid(fixed_z.astype("float32"), args.output_dir),
+        keras.callbacks.CSVLogger(os.path.join(args.output_dir, "log.csv")),
+        # A killed run restarts from the last finished epoch.
+        keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup")),
+    ]
+    start = time.time()
+    gan.fit(dataset, epochs=args.epochs, callbacks=callbacks, verbose=2, shuffle=False)
+    train_seconds = time.time() - start
+    print(f"GAN training took {train_seconds:.0f} s")
+
+    save_attention_picture(
+        generator,
+        fixed_z[:3].astype("float32"),
+        os.path.join(args.output_dir, "attention.png"),
+    )
+
+    print("Training the evaluation classifier on real digits...")
+    _, scorer, accuracy = train_classifier(
+        images, labels, args.classifier_epochs, args.seed
+    )
+    report = evaluate(
+        generator, scorer, images, args.eval_samples, args.latent_dim, args.seed + 1
+    )
+    report.update(
+        dataset=args.dataset,
+        epochs=args.epochs,
+        train_seconds=round(train_seconds, 1),
+        classifier_accuracy=float(accuracy),
+        gamma_generator=float(generator.get_layer("g_attention").gamma.numpy()),
+        gamma_discriminator=float(discriminator.get_layer("d_attention").gamma.numpy()),
+    )
+    print(json.dumps(report, indent=2))
+    with open(os.path.join(args.output_dir, "quality.json"), "w") as f:
+        json.dump(report, f, indent=2)
+
+    export_dir = os.path.join(args.output_dir, "generator_savedmodel")
+    generator.export(export_dir, verbose=False)
+    reloaded = tf.saved_model.load(export_dir)
+    z = fixed_z[:4].astype("float32")
+    difference = np.abs(
+        np.array(reloaded.serve(z)) - np.array(generator(z, training=False))
+    ).max()
+    print(f"SavedModel at {export_dir}; max difference after reload: {difference:.2e}")
+    if difference > 1e-5:
+        raise RuntimeError("The reloaded SavedModel does not match the generator.")
+    return report
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

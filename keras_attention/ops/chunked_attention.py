@@ -1,0 +1,208 @@
+"""Exact memory-efficient attention: chunks, an online softmax, recomputation.
+
+`softmax(Q K^T * scale) V` without ever holding the `(T, S)` matrix: queries
+are processed in chunks of `query_chunk_size`, and for each chunk the keys in
+chunks of `key_chunk_size`, keeping a running maximum `m`, a running sum `total`
+and an unnormalised output (the online softmax of Milakov & Gimelshein, 2018;
+Rabe & Staats, 2021; FlashAttention, Dao et al., 2022). The backward pass
+recomputes each block's probabilities from the saved log-sum-exp instead of
+storing them, so memory is O(T + S) per head, not O(T S).
+
+Masks are the structured kinds that stay O(L): a key padding mask `(B, S)`
+and the causal mask (with an offset for cached decoding). With a causal mask,
+blocks entirely above the diagonal are skipped in both passes.
+"""
+
+import math
+
+from keras import ops
+
+_NEG = -1e30
+
+
+def _chunks(x, size):
+    """`(B, L, N, H)` -> `(L_pad / size, B, size, N, H)`, zero padded."""
+    length = ops.shape(x)[1]
+    count = (length + size - 1) // size
+    pad = count * size - length
+    x = ops.pad(x, [[0, 0], [0, pad], [0, 0], [0, 0]])
+    x = ops.reshape(x, (ops.shape(x)[0], count, size, x.shape[2], x.shape[3]))
+    return ops.transpose(x, (1, 0, 2, 3, 4)), count
+
+
+def _unchunk(x, length):
+    """Inverse of `_chunks`: `(C, B, size, N, H)` -> `(B, length, N, H)`."""
+    x = ops.transpose(x, (1, 0, 2, 3, 4))
+    shape = ops.shape(x)
+    x = ops.reshape(x, (shape[0], shape[1] * shape[2], x.shape[3], x.shape[4]))
+    return x[:, :length]
+
+
+def chunked_attention(
+    query,
+    key,
+    value,
+    key_mask=None,
+    causal=False,
+    causal_offset=0,
+    scale=None,
+    query_chunk_size=512,
+    key_chunk_size=512,
+):
+    """Exact attention in O(L) memory, forward and backward.
+
+    Args:
+        query: `(B, T, N, H)`.
+        key: `(B, S, N, H)`.
+        value: `(B, S, N, Hv)`.
+        key_mask: boolean `(B, S)`, True = may attend (padding mask).
+        causal: query `i` sees keys `j <= causal_offset + i`.
+        causal_offset: absolute position of the first query.
+        scale: multiplier of the logits, `1 / sqrt(H)` when `None`.
+        query_chunk_size, key_chunk_size: block sizes; any lengths work
+            (the last block is padded and masked).
+
+    Returns:
+        `(B, T, N, Hv)` in the dtype of `value`. A query that sees no key
+        gets zeros, as in `masked_softmax`.
+    """
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    out_dtype = value.dtype
+    t_len = ops.shape(query)[1]
+    s_len = ops.shape(key)[1]
+    batch = ops.shape(key)[0]
+    cq = int(min(query_chunk_size, query.shape[1] or query_chunk_size))
+    ck = int(min(key_chunk_size, key.shape[1] or key_chunk_size))
+    if key_mask is None:
+        key_mask = ops.ones((batch, s_len), dtype="bool")
+    offset = ops.cast(causal_offset, "int32")
+
+    n_q = (t_len + cq - 1) // cq
+    n_k = (s_len + ck - 1) // ck
+    valid = ops.pad(ops.cast(key_mask, "bool"), [[0, 0], [0, n_k * ck - s_len]])
+    valid = ops.transpose(ops.reshape(valid, (batch, n_k, ck)), (1, 0, 2))
+
+    def block_mask(i, j):
+        """`(B, 1, cq, ck)` boolean mask of query chunk i against key chunk j."""
+        mask = ops.take(valid, j, axis=0)[:, None, None, :]
+        if causal:
+            q_pos = offset + i * cq + ops.arange(cq, dtype="int32")
+            k_pos = j * ck + ops.arange(ck, dtype="int32")
+            mask = ops.logical_and(mask, (q_pos[:, None] >= k_pos[None, :])[None, None])
+        return mask
+
+    def key_chunks_for(i):
+        """Key chunks that query chunk i can see at all (causal skips)."""
+        if not causal:
+            return n_k
+        last_query = offset + (i + 1) * cq - 1
+        return ops.clip(last_query // ck + 1, 0, n_k)
+
+    def query_chunks_from(j):
+        """First query chunk that can see key chunk j (causal skips)."""
+        if not causal:
+            return 0
+        return ops.clip((j * ck - offset) // cq, 0, n_q)
+
+    def logits_and_mask(q_i, kb, i, j):
+        k_j = ops.take(kb, j, axis=0)
+        logits = ops.einsum("bqnh,bknh->bnqk", q_i, k_j)  # (B, N, cq, ck)
+        mask = block_mask(i, j)
+        return ops.where(mask, logits, _NEG), mask
+
+    def forward(qb, kb, vb):
+        def one_query_chunk(args):
+            i, q_i = args
+            m0 = ops.full((batch, q_i.shape[2], cq), _NEG, "float32")  # (B, N, cq)
+            l0 = ops.zeros_like(m0)
+            acc0 = ops.zeros((batch, q_i.shape[2], cq, vb.shape[-1]), "float32")
+
+            def body(j, carry):
+                m, total, acc = carry
+                logits, mask = logits_and_mask(q_i, kb, i, j)
+                m_new = ops.maximum(m, ops.max(logits, axis=-1))
+                p = ops.exp(logits - m_new[..., None]) * ops.cast(mask, "float32")
+                correction = ops.exp(m - m_new)
+                total = total * correction + ops.sum(p, axis=-1)
+                v_j = ops.take(vb, j, axis=0)
+                acc = acc * correction[..., None] + ops.einsum(
+                    "bnqk,bknh->bnqh", p, v_j
+                )
+                return m_new, total, acc
+
+            m, total, acc = ops.fori_loop(0, key_chunks_for(i), body, (m0, l0, acc0))
+            safe_l = ops.maximum(total, 1e-30)
+            out = ops.transpose(acc / safe_l[..., None], (0, 2, 1, 3))  # (B, cq, N, Hv)
+            lse = m + ops.log(safe_l)  # (B, N, cq)
+            return out, lse
+
+        indices = ops.arange(n_q, dtype="int32")
+        return ops.map(one_query_chunk, (indices, qb))
+
+    def backward(qb, kb, vb, out_b, lse_b, d_out):
+        d_out_b, _ = _chunks(ops.cast(d_out, "float32"), cq)  # (nq, B, cq, N, Hv)
+        # D_i = rowsum(dO * O): the softmax Jacobian's correction term.
+        delta_b = ops.transpose(ops.sum(d_out_b * out_b, axis=-1), (0, 1, 3, 2))
+
+        def probabilities(q_i, i, j, lse_i):
+            logits, mask = logits_and_mask(q_i, kb, i, j)
+            return ops.exp(logits - lse_i[..., None]) * ops.cast(mask, "float32")
+
+        def d_query_chunk(args):
+            i, q_i, lse_i, do_i, delta_i = args
+
+            def body(j, dq):
+                p = probabilities(q_i, i, j, lse_i)  # (B, N, cq, ck)
+                dp = ops.einsum("bqnh,bknh->bnqk", do_i, ops.take(vb, j, axis=0))
+                ds = p * (dp - delta_i[..., None])
+                return dq + ops.einsum("bnqk,bknh->bqnh", ds, ops.take(kb, j, axis=0))
+
+            return ops.fori_loop(0, key_chunks_for(i), body, ops.zeros_like(q_i))
+
+        def d_key_chunk(args):
+            j, k_j, v_j = args
+
+            def body(i, carry):
+                dk, dv = carry
+                q_i = ops.take(qb, i, axis=0)
+                do_i = ops.take(d_out_b, i, axis=0)
+                p = probabilities(q_i, i, j, ops.take(lse_b, i, axis=0))
+                dv = dv + ops.einsum("bnqk,bqnh->bknh", p, do_i)
+                dp = ops.einsum("bqnh,bknh->bnqk", do_i, v_j)
+                ds = p * (dp - ops.take(delta_b, i, axis=0)[..., None])
+                dk = dk + ops.einsum("bnqk,bqnh->bknh", ds, q_i)
+                return dk, dv
+
+            init = (ops.zeros_like(k_j), ops.zeros_like(v_j))
+            return ops.fori_loop(query_chunks_from(j), n_q, body, init)
+
+        q_idx = ops.arange(n_q, dtype="int32")
+        k_idx = ops.arange(n_k, dtype="int32")
+        dq_b = ops.map(d_query_chunk, (q_idx, qb, lse_b, d_out_b, delta_b))
+        dk_b, dv_b = ops.map(d_key_chunk, (k_idx, kb, vb))
+        return dq_b, dk_b, dv_b
+
+    @ops.custom_gradient
+    def _attend(q_in, k_in, v_in):
+        qb, _ = _chunks(ops.cast(q_in, "float32") * scale, cq)  # (nq, B, cq, N, H)
+        kb, _ = _chunks(ops.cast(k_in, "float32"), ck)  # (nk, B, ck, N, H)
+        vb, _ = _chunks(ops.cast(v_in, "float32"), ck)
+        out_b, lse_b = forward(qb, kb, vb)
+        output = _unchunk(out_b, t_len)
+
+        def grad(*args, upstream=None):
+            d_out = args[0] if upstream is None else upstream
+            dq_b, dk_b, dv_b = backward(qb, kb, vb, out_b, lse_b, d_out)
+            dq = _unchunk(dq_b, t_len) * scale
+            dk = _unchunk(dk_b, s_len)
+            dv = _unchunk(dv_b, s_len)
+            return (
+                ops.cast(dq, q_in.dtype),
+                ops.cast(dk, k_in.dtype),
+                ops.cast(dv, v_in.dtype),
+            )
+
+        return output, grad
+
+    return ops.cast(_attend(query, key, value), out_dtype)

@@ -1,0 +1,191 @@
+"""Generic checks run on EVERY public layer of `keras_attention.layers`.
+
+Each layer exported in `keras_attention.layers.__all__` needs at least one
+entry in `LAYER_CASES`: a function returning `(layer, inputs)` (inputs: one
+array or a list of arrays passed positionally), keyed by the class name, or
+`"ClassName/variant"` for more cases of the same class. A layer without an
+entry fails `test_every_public_layer_has_a_case`, so none can skip the
+harness. Adding a layer is three lines:
+
+    "MyLayer": lambda: (
+        ka.layers.MyLayer(units=4), _inputs((2, 3, 4), (2, 5, 4))
+    ),
+
+Each case gets: config round trip, `.keras` (safe_mode) and SavedModel
+save/load with identical outputs, finite outputs and gradients under
+`mixed_float16`/`mixed_bfloat16` on inputs scaled by 1e4, and a
+`fit(jit_compile=True)`. Layers with a causal mode or a key padding mask
+should also appear in `CAUSAL_CASES` / `PADDING_CASES`.
+"""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attention as ka
+from keras_attention import scores
+from keras_attention import testing
+
+
+def _inputs(*shapes, seed=0):
+    """Random float32 arrays of the given shapes (batch first)."""
+    rng = np.random.default_rng(seed)
+    arrays = [rng.normal(size=shape).astype("float32") for shape in shapes]
+    return arrays if len(arrays) > 1 else arrays[0]
+
+
+LAYER_CASES = {
+    "ScoredAttention": lambda: (
+        ka.layers.ScoredAttention(),
+        _inputs((2, 3, 4), (2, 5, 4)),
+    ),
+    "ScoredAttention/additive-vector-query-dropout": lambda: (
+        ka.layers.ScoredAttention(score="additive", dropout=0.2, seed=1),
+        _inputs((2, 4), (2, 5, 6)),
+    ),
+    "ScoredAttention/general-hardmax-window": lambda: (
+        ka.layers.ScoredAttention(score="general", probability="hardmax", window=1),
+        _inputs((2, 3, 4), (2, 5, 6)),
+    ),
+    "ScoredAttention/cosine-location": lambda: (
+        ka.layers.ScoredAttention(score=scores.Location(max_length=6)),
+        _inputs((2, 3, 4), (2, 5, 4)),
+    ),
+    "BahdanauAttention": lambda: (
+        ka.layers.BahdanauAttention(units=3, normalize=True),
+        _inputs((2, 4), (2, 5, 6)),
+    ),
+    "LuongAttention": lambda: (
+        ka.layers.LuongAttention(score="general", scale=True),
+        _inputs((2, 3, 4), (2, 5, 4)),
+    ),
+    "LuongAttention/concat": lambda: (
+        ka.layers.LuongAttention(score="concat", units=3),
+        _inputs((2, 3, 4), (2, 5, 4)),
+    ),
+    "PointerAttention": lambda: (
+        ka.layers.PointerAttention(units=3),
+        _inputs((2, 3, 4), (2, 5, 6)),
+    ),
+    "SelfAttention2D": lambda: (
+        ka.layers.SelfAttention2D(channels_reduction=2, pool_keys=True),
+        _inputs((2, 4, 4, 4)),
+    ),
+}
+
+# Optional, for layers that have the property: a causal mode, checked by
+# gradients (`(layer, inputs, call_kwargs)`), and masked keys that must not
+# matter (`(layer, query, value)`, padded through `value_mask`).
+CAUSAL_CASES = {
+    "ScoredAttention": lambda: (
+        ka.layers.ScoredAttention(score="general"),
+        _inputs((2, 4, 3), (2, 4, 5)),
+        {"use_causal_mask": True},
+    ),
+    "LuongAttention": lambda: (
+        ka.layers.LuongAttention(score="concat"),
+        _inputs((2, 4, 3), (2, 4, 3)),
+        {"use_causal_mask": True},
+    ),
+}
+PADDING_CASES = {
+    "ScoredAttention": lambda: (
+        ka.layers.ScoredAttention(score="cosine"),
+        *_inputs((2, 3, 4), (2, 5, 4)),
+    ),
+    "BahdanauAttention": lambda: (
+        ka.layers.BahdanauAttention(units=3),
+        *_inputs((2, 4), (2, 5, 6)),
+    ),
+    "LuongAttention": lambda: (
+        ka.layers.LuongAttention(score="general", window=2),
+        *_inputs((2, 3, 4), (2, 5, 4)),
+    ),
+}
+
+
+def _public_layers():
+    names = []
+    for name in ka.layers.__all__:
+        obj = getattr(ka.layers, name)
+        if isinstance(obj, type) and issubclass(obj, keras.layers.Layer):
+            names.append(name)
+    return sorted(names)
+
+
+PUBLIC_LAYERS = _public_layers()
+CASES = sorted(LAYER_CASES)
+# XLA compilation and SavedModel export take seconds: the main case of each
+# class runs them in `make test`, the variants only in `make test-large`.
+SLOW_CASES = [
+    pytest.param(case, marks=pytest.mark.large) if "/" in case else case
+    for case in CASES
+]
+
+
+def _class_name(case):
+    return case.split("/")[0]
+
+
+def test_public_layers_are_discovered():
+    assert {"ScoredAttention", "BahdanauAttention", "LuongAttention"} <= set(
+        PUBLIC_LAYERS
+    )
+    for name in PUBLIC_LAYERS:
+        assert getattr(ka, name) is getattr(ka.layers, name), name
+
+
+@pytest.mark.parametrize("name", PUBLIC_LAYERS)
+def test_every_public_layer_has_a_case(name):
+    if not any(_class_name(case) == name for case in CASES):
+        pytest.fail(
+            f"{name} is exported by keras_attention.layers but has no entry in "
+            f"LAYER_CASES ({__file__}); add `{name!r}: lambda: (layer, inputs)`."
+        )
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_case_builds_the_named_class(case):
+    name = _class_name(case)
+    assert name in PUBLIC_LAYERS, f"{case}: {name} is not a public layer"
+    layer, _ = LAYER_CASES[case]()
+    assert type(layer) is getattr(ka.layers, name)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_config_round_trip(case):
+    layer, inputs = LAYER_CASES[case]()
+    testing.check_config_round_trip(layer, inputs)
+
+
+@pytest.mark.parametrize("case", SLOW_CASES)
+def test_save_and_load(case):
+    layer, inputs = LAYER_CASES[case]()
+    testing.check_serialization(testing.make_model(layer, inputs), inputs)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_mixed_precision(case):
+    _, inputs = LAYER_CASES[case]()
+    testing.check_mixed_precision(lambda: LAYER_CASES[case]()[0], inputs)
+
+
+@pytest.mark.parametrize("case", SLOW_CASES)
+def test_jit_compile_fit(case):
+    layer, inputs = LAYER_CASES[case]()
+    model = testing.make_model(layer, inputs)
+    output = keras.ops.convert_to_numpy(model(inputs))
+    target = np.random.default_rng(1).normal(size=output.shape).astype("float32")
+    testing.check_jit_fit(model, inputs, target, epochs=1)
+
+
+@pytest.mark.parametrize("case", sorted(CAUSAL_CASES))
+def test_causality(case):
+    layer, inputs, call_kwargs = CAUSAL_CASES[case]()
+    testing.check_causality(layer, inputs, call_kwargs=call_kwargs)
+
+
+@pytest.mark.parametrize("case", sorted(PADDING_CASES))
+def test_padding_invariance(case):
+    layer, query, value = PADDING_CASES[case]()
+    testing.check_padding_invariance(layer, query, value)

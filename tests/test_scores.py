@@ -1,0 +1,309 @@
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_attention import scores
+
+B, T, S, D = 2, 3, 5, 4
+
+
+@pytest.fixture
+def qk(rng):
+    query = rng.normal(size=(B, T, D)).astype("float32")
+    key = rng.normal(size=(B, S, D)).astype("float32")
+    return query, key
+
+
+def _w(variable):
+    return ops.convert_to_numpy(variable).astype("float64")
+
+
+def _run(score, query, key):
+    out = ops.convert_to_numpy(score(query, key))
+    assert out.shape == (query.shape[0], query.shape[1], key.shape[1])
+    assert out.dtype == np.float32
+    return out
+
+
+def test_dot(qk):
+    query, key = qk
+    expected = np.einsum("btd,bsd->bts", query, key)
+    np.testing.assert_allclose(_run(scores.Dot(), query, key), expected, atol=1e-5)
+
+
+def test_scaled_dot(qk):
+    query, key = qk
+    expected = np.einsum("btd,bsd->bts", query, key) / np.sqrt(D)
+    out = _run(scores.get("scaled_dot"), query, key)
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
+def test_learned_scale_multiplies_the_score(qk):
+    query, key = qk
+    score = scores.Dot(use_scale=True)
+    score(query, key)
+    score.scale.assign(2.5)
+    expected = 2.5 * np.einsum("btd,bsd->bts", query, key)
+    np.testing.assert_allclose(_run(score, query, key), expected, atol=1e-5)
+
+
+def test_general_with_different_widths(rng):
+    query = rng.normal(size=(B, T, 6)).astype("float32")
+    key = rng.normal(size=(B, S, 4)).astype("float32")
+    score = scores.get("general")
+    out = _run(score, query, key)
+    w = _w(score.kernel)  # (Dq, Dk): W^T
+    assert w.shape == (6, 4)
+    # s(k, q) = k^T W q with W = kernel^T.
+    expected = np.einsum("bsk,kq,btq->bts", key, w.T, query)
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
+def _np_additive(score, query, key):
+    wk, uq, v = _w(score.key_kernel), _w(score.query_kernel), _w(score.v)
+    hidden = (key @ wk)[:, None, :, :] + (query @ uq)[:, :, None, :]  # (B,T,S,U)
+    if score.normalize:
+        hidden = hidden + _w(score.bias)
+        v = _w(score.g) * v / np.linalg.norm(v)
+    return np.tanh(hidden) @ v
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_additive(rng, normalize):
+    query = rng.normal(size=(B, T, 6)).astype("float32")
+    key = rng.normal(size=(B, S, 4)).astype("float32")
+    score = scores.Additive(units=7, normalize=normalize)
+    score(query, key)
+    if normalize:
+        # Move g and the bias off their initial values so they are tested.
+        score.g.assign(1.7)
+        score.bias.assign(rng.normal(size=(7,)))
+    out = _run(score, query, key)
+    assert _w(score.key_kernel).shape == (4, 7)
+    np.testing.assert_allclose(out, _np_additive(score, query, key), atol=1e-5)
+
+
+def test_additive_units_default_to_key_width(qk):
+    query, key = qk
+    score = scores.get("concat")
+    score(query, key)
+    assert score.v.shape == (D,)
+
+
+def test_additive_cached_key_projection_equals_call(qk):
+    query, key = qk
+    score = scores.Additive(units=3)
+    full = _run(score, query, key)
+    cached = score.score_projected(query, score.project_key(key))
+    np.testing.assert_allclose(ops.convert_to_numpy(cached), full, atol=1e-6)
+
+
+def _np_cosine(query, key, beta):
+    qn = query / np.linalg.norm(query, axis=-1, keepdims=True)
+    kn = key / np.linalg.norm(key, axis=-1, keepdims=True)
+    return beta * np.einsum("btd,bsd->bts", qn, kn)
+
+
+def test_cosine_fixed_beta(qk):
+    query, key = qk
+    score = scores.Cosine(beta=3.0)
+    out = _run(score, query, key)
+    assert not score.trainable_weights
+    np.testing.assert_allclose(out, _np_cosine(query, key, 3.0), atol=1e-5)
+    assert np.all(np.abs(out) <= 3.0 + 1e-5)
+
+
+def test_cosine_trainable_beta(qk):
+    query, key = qk
+    score = scores.Cosine(beta=2.0, trainable_beta=True)
+    out = _run(score, query, key)
+    np.testing.assert_allclose(out, _np_cosine(query, key, 2.0), atol=1e-5)
+    assert [w.name for w in score.trainable_weights] == ["beta"]
+    score.beta_weight.assign(5.0)
+    np.testing.assert_allclose(
+        _run(score, query, key), _np_cosine(query, key, 5.0), atol=1e-5
+    )
+
+
+def test_cosine_zero_vector_is_finite(qk):
+    query, key = qk
+    key = key.copy()
+    key[0, 1] = 0.0
+    out = _run(scores.Cosine(), query, key)
+    assert np.all(np.isfinite(out))
+    np.testing.assert_array_equal(out[0, :, 1], 0.0)
+
+
+def test_location_ignores_key_contents(qk, rng):
+    query, key = qk
+    score = scores.Location(max_length=8)
+    out = _run(score, query, key)
+    score.bias.assign(rng.normal(size=(8,)))
+    out = _run(score, query, key)
+    expected = (query @ _w(score.kernel) + _w(score.bias))[:, :, :S]
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+    other_key = rng.normal(size=key.shape).astype("float32")
+    np.testing.assert_array_equal(_run(score, query, other_key), out)
+
+
+def test_location_with_too_many_keys_raises(qk, rng):
+    query, _ = qk
+    key = rng.normal(size=(B, 9, D)).astype("float32")
+    with pytest.raises(ValueError, match=r"key length 9 > max_length=8"):
+        scores.Location(max_length=8)(query, key)
+    score = scores.Location(max_length=8)
+    score(query, key[:, :8])
+    with pytest.raises(ValueError, match=r"max_length=8"):
+        score(query, key)
+
+
+@pytest.mark.parametrize("name", ["dot", "scaled_dot", "cosine"])
+def test_same_width_scores_reject_mismatched_widths(rng, name):
+    query = rng.normal(size=(B, T, 3)).astype("float32")
+    key = rng.normal(size=(B, S, 4)).astype("float32")
+    with pytest.raises(
+        ValueError, match=rf"`{name}`.*query.shape\[-1\]=3, key.shape\[-1\]=4"
+    ):
+        scores.get(name)(query, key)
+
+
+def test_scores_reject_wrong_rank(rng):
+    with pytest.raises(ValueError, match=r"`key` must have rank 3.*key.shape=\(2, 4\)"):
+        scores.Dot()(np.zeros((2, 3, 4), "float32"), np.zeros((2, 4), "float32"))
+
+
+@pytest.mark.parametrize(
+    "identifier, cls",
+    [
+        ("dot", scores.Dot),
+        ("DOT", scores.Dot),
+        ("scaled_dot", scores.ScaledDot),
+        ("general", scores.General),
+        ("bilinear", scores.General),
+        ("additive", scores.Additive),
+        ("concat", scores.Additive),
+        ("cosine", scores.Cosine),
+        ("content", scores.Cosine),
+        ({"class_name": "Location", "config": {"max_length": 4}}, scores.Location),
+    ],
+)
+def test_get_by_name_or_config(identifier, cls):
+    assert type(scores.get(identifier)) is cls
+
+
+def test_get_returns_score_objects_unchanged():
+    score = scores.Cosine(beta=2.0)
+    assert scores.get(score) is score
+
+
+@pytest.mark.parametrize(
+    "identifier, match",
+    [
+        ("softmax", r"Unknown `score`.*Received: score='softmax'"),
+        ("location", r"max_length.*Received: score='location'"),
+        (3, r"Received: score=3"),
+    ],
+)
+def test_get_rejects_bad_identifiers(identifier, match):
+    with pytest.raises(ValueError, match=match):
+        scores.get(identifier)
+
+
+@pytest.mark.parametrize(
+    "factory, match",
+    [
+        (lambda: scores.Additive(units=0), r"units=0"),
+        (lambda: scores.Cosine(beta=-1.0), r"beta=-1.0"),
+        (lambda: scores.Location(max_length=0), r"max_length=0"),
+    ],
+)
+def test_constructors_reject_bad_arguments(factory, match):
+    with pytest.raises(ValueError, match=match):
+        factory()
+
+
+@pytest.mark.parametrize(
+    "score",
+    [
+        scores.Dot(use_scale=True),
+        scores.ScaledDot(),
+        scores.General(kernel_initializer="ones"),
+        scores.Additive(units=3, normalize=True),
+        scores.Cosine(beta=4.0, trainable_beta=True, epsilon=1e-6),
+        scores.Location(max_length=6),
+    ],
+    ids=lambda s: type(s).__name__,
+)
+def test_serialize_deserialize_round_trip(score, qk):
+    config = scores.serialize(score)
+    revived = scores.deserialize(config)
+    assert type(revived) is type(score)
+    assert revived.get_config() == score.get_config()
+    assert type(scores.get(config)) is type(score)
+    # Same weights -> same scores.
+    query, key = qk
+    expected = _run(score, query, key)
+    revived(query, key)
+    revived.set_weights(score.get_weights())
+    np.testing.assert_array_equal(_run(revived, query, key), expected)
+
+
+@keras.saving.register_keras_serializable(package="test_scores")
+class NegativeL1(scores.Score):
+    """A user score: `-sum |k - q| / temperature`."""
+
+    def __init__(self, temperature=1.0, **kwargs):
+        super().__init__(**kwargs)
+        self.temperature = temperature
+
+    def call(self, query, key):
+        diff = query[:, :, None, :] - key[:, None, :, :]
+        return -ops.sum(ops.abs(diff), axis=-1) / self.temperature
+
+    def get_config(self):
+        return {**super().get_config(), "temperature": self.temperature}
+
+
+def test_user_subclass_round_trip_and_use(qk):
+    query, key = qk
+    score = NegativeL1(temperature=2.0)
+    expected = -np.abs(query[:, :, None] - key[:, None]).sum(-1) / 2.0
+    np.testing.assert_allclose(_run(score, query, key), expected, atol=1e-5)
+    revived = scores.deserialize(scores.serialize(score))
+    assert type(revived) is NegativeL1
+    assert revived.temperature == 2.0
+    assert type(scores.get(scores.serialize(score))) is NegativeL1
+
+
+def test_base_score_call_is_abstract(qk):
+    query, key = qk
+    with pytest.raises(NotImplementedError, match="Score must implement"):
+        scores.Score()(query, key)
+
+
+@pytest.mark.parametrize("name", ["dot", "general", "additive", "cosine"])
+def test_scores_are_float32_for_float16_inputs(qk, name):
+    query, key = qk
+    out = scores.get(name)(
+        ops.cast(query * 300, "float16"), ops.cast(key * 300, "float16")
+    )
+    out = ops.convert_to_numpy(out)
+    assert out.dtype == np.float32
+    assert np.all(np.isfinite(out))
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("name", ["dot", "general", "additive", "cosine"])
+def test_scores_compute_in_float32_under_mixed_policies(qk, name, policy):
+    query, key = qk
+    keras.config.set_dtype_policy(policy)
+    score = scores.get(name)
+    # 1 + 2**-9 is not representable in bfloat16 (nor 3e5 in float16).
+    big_query = (query * 3e5).astype("float32")
+    out = _run(score, big_query, key + 2**-9)
+    assert all(w.dtype == "float32" for w in score.weights)
+    assert np.all(np.isfinite(out))
+    if name == "dot":
+        expected = np.einsum("btd,bsd->bts", big_query, key + 2**-9)
+        np.testing.assert_allclose(out, expected, rtol=1e-5)
