@@ -277,7 +277,8 @@ class AttentionRNNCell(keras.layers.Layer):
 
         Args:
             inputs: the step input `(B, D)` (e.g. the embedded previous token).
-            states: the state list (`get_initial_state()` or the last step's).
+            states: the state list (`get_initial_state()` or the last step's);
+                a single tensor for a cell with one state.
             memory_cache: `prepare_memory(memory, memory_mask)`.
             training: whether dropout is active.
 
@@ -285,13 +286,14 @@ class AttentionRNNCell(keras.layers.Layer):
             `(output, new_states, alignment)`: `(B, output_size)`, the new
             state list and the float32 attention weights `(B, S)`.
         """
+        states = _as_list(states)
         expected = len(self.state_size)
         if len(states) != expected:
             raise ValueError(
                 f"`states` must be a list of {expected} tensors (see `state_size`). "
                 f"Received: {len(states)} tensors"
             )
-        return self._step_fn(inputs, list(states), memory_cache, training)
+        return self._step_fn(inputs, states, memory_cache, training)
 
     def call(self, inputs, states, memory, memory_mask=None, training=None):
         """One step from raw memory: `step(inputs, states, prepare_memory(...))`."""
