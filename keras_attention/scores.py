@@ -32,6 +32,17 @@ def _check_rank3(name, shape):
         )
 
 
+def _project(x, kernel):
+    """`x @ kernel` for `x (B, T, D)`, `kernel (D, U)`, as an einsum.
+
+    `ops.matmul` of a rank-3 by a rank-2 tensor is a `tf.tensordot` on
+    TensorFlow, whose permutation becomes a loop-carried value in the
+    gradient of a `while` loop with a dynamic batch size, which XLA cannot
+    compile (an RNN decoder scoring inside its time loop hits this).
+    """
+    return ops.einsum("btd,du->btu", x, kernel)
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
 class Score(keras.layers.Layer):
     """Base class of score functions: `(query, key) -> scores (B, T, S)`.
@@ -159,7 +170,7 @@ class General(_Scaled):
         )
 
     def call(self, query, key):
-        projected = ops.matmul(query, self.kernel)  # (B, T, Dk)
+        projected = _project(query, self.kernel)  # (B, T, Dk)
         return self._rescale(ops.matmul(projected, ops.swapaxes(key, -1, -2)))
 
     def get_config(self):
@@ -224,11 +235,11 @@ class Additive(Score):
 
     def project_key(self, key):
         """`W k`, `(B, S, units)`: constant over decoding steps, cache it."""
-        return ops.matmul(ops.cast(key, "float32"), self.key_kernel)
+        return _project(ops.cast(key, "float32"), self.key_kernel)
 
     def score_projected(self, query, projected_key):
         """Scores from a query and an already projected key (`project_key`)."""
-        q = ops.matmul(ops.cast(query, "float32"), self.query_kernel)  # (B, T, U)
+        q = _project(ops.cast(query, "float32"), self.query_kernel)  # (B, T, U)
         hidden = q[:, :, None, :] + projected_key[:, None, :, :]  # (B, T, S, U)
         v = self.v
         if self.normalize:
@@ -337,7 +348,7 @@ class Location(Score):
 
     def call(self, query, key):
         self._check_length(tuple(key.shape))
-        logits = ops.matmul(query, self.kernel) + self.bias  # (B, T, max_length)
+        logits = _project(query, self.kernel) + self.bias  # (B, T, max_length)
         return logits[:, :, : ops.shape(key)[1]]
 
     def get_config(self):

@@ -142,14 +142,20 @@ def make_model(layer, inputs, call_kwargs=None):
         inputs: one array or a list of arrays; their shapes (without the batch
             axis) and dtypes define the model inputs.
         call_kwargs: extra keyword arguments of the layer call.
+
+    Nested outputs (e.g. an RNN cell's `(output, [states], weights)`) are
+    flattened into a list, which a SavedModel signature can return.
     """
     arrays = _as_list(inputs)
     symbolic = [
         keras.Input(shape=np.shape(x)[1:], dtype=str(np.asarray(x).dtype))
         for x in arrays
     ]
-    outputs = layer(*symbolic, **(call_kwargs or {}))
-    return keras.Model(symbolic if len(symbolic) > 1 else symbolic[0], outputs)
+    outputs = keras.tree.flatten(layer(*symbolic, **(call_kwargs or {})))
+    return keras.Model(
+        symbolic if len(symbolic) > 1 else symbolic[0],
+        outputs if len(outputs) > 1 else outputs[0],
+    )
 
 
 def _model_inputs(inputs):

@@ -71,6 +71,31 @@ LAYER_CASES = {
         ka.layers.SelfAttention2D(channels_reduction=2, pool_keys=True),
         _inputs((2, 4, 4, 4)),
     ),
+    "AttentionRNNCell": lambda: (
+        ka.layers.AttentionRNNCell(
+            keras.layers.GRUCell(4), ka.layers.BahdanauAttention(units=3)
+        ),
+        _inputs((2, 5), (2, 4), (2, 6, 3)),  # step input, state, memory
+    ),
+    "AttentionRNNDecoder": lambda: (
+        ka.layers.AttentionRNNDecoder(
+            ka.layers.AttentionRNNCell(
+                keras.layers.GRUCell(4), ka.layers.BahdanauAttention(units=3)
+            )
+        ),
+        _inputs((2, 3, 5), (2, 6, 4)),
+    ),
+    "AttentionRNNDecoder/luong-lstm": lambda: (
+        ka.layers.AttentionRNNDecoder(
+            ka.layers.AttentionRNNCell(
+                keras.layers.LSTMCell(4),
+                ka.layers.LuongAttention("concat", units=3),
+                style="luong",
+                attention_dim=5,
+            )
+        ),
+        _inputs((2, 3, 5), (2, 6, 4)),
+    ),
 }
 
 # Optional, for layers that have the property: a causal mode, checked by
@@ -174,9 +199,14 @@ def test_mixed_precision(case):
 def test_jit_compile_fit(case):
     layer, inputs = LAYER_CASES[case]()
     model = testing.make_model(layer, inputs)
-    output = keras.ops.convert_to_numpy(model(inputs))
-    target = np.random.default_rng(1).normal(size=output.shape).astype("float32")
-    testing.check_jit_fit(model, inputs, target, epochs=1)
+    rng = np.random.default_rng(1)
+    targets = [
+        rng.normal(size=output.shape).astype("float32")
+        for output in keras.tree.flatten(model(inputs))
+    ]
+    testing.check_jit_fit(
+        model, inputs, targets if len(targets) > 1 else targets[0], epochs=1
+    )
 
 
 @pytest.mark.parametrize("case", sorted(CAUSAL_CASES))

@@ -9,3 +9,8 @@ from keras_attention.layers.pointer_attention import PointerAttention  # noqa: E
 from keras_attention.layers.self_attention_2d import SelfAttention2D  # noqa: E402
 
 __all__ += ["PointerAttention", "SelfAttention2D"]
+
+from keras_attention.layers.attention_rnn_cell import AttentionRNNCell  # noqa: E402
+from keras_attention.layers.attention_rnn_decoder import AttentionRNNDecoder  # noqa: E402
+
+__all__ += ["AttentionRNNCell", "AttentionRNNDecoder"]

@@ -31,3 +31,7 @@ __all__ = [
     "pointer_step_mask",
     "weighted_sum",
 ]
+
+from keras_attention.ops.loops import recurrence  # noqa: E402
+
+__all__ += ["recurrence"]
