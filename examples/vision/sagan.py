@@ -18,6 +18,16 @@ small CNN classifier trained on real digits scores 10,000 generated images
 feature space against real images, with real-vs-real as the floor.
 
 Run: `python examples/vision/sagan.py --epochs 30 --output-dir outputs/sagan`.
+
+Measured (2026-11-29, 2 shared CPU cores, TensorFlow 2.21, Keras 3.15):
+`--dataset mnist --data-dir ../shared/data/mnist --epochs 12` (1,872 steps
+of 64) trained in 2,592 s wall under heavy load from other jobs (15 min of
+CPU time). On 10,000 generated images the evaluation classifier (98.4%
+accuracy on held-out real digits) gives a mean top-class confidence of 0.845,
+all 10 classes present (5.7% to 14.8% each), and a Frechet distance of 14.3
+in its 128-d feature space against real images, where real-vs-real (two
+halves of the real set) scores 6.9. The learned `gamma` reached 0.048 in the
+generator and 0.179 in the discriminator.
 """
 
 import argparse
