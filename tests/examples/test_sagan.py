@@ -51,7 +51,6 @@ def test_frechet_distance_is_zero_for_identical_sets_and_grows_with_shift():
     np.testing.assert_allclose(shifted, 6 * 4.0, rtol=1e-6)
 
 
-@pytest.mark.large
 def test_smoke_run_trains_evaluates_and_exports(tmp_path):
     report = sagan.main(["--smoke", "--output-dir", str(tmp_path)])
     assert report["samples"] == 256
