@@ -1,6 +1,8 @@
 """keras_attention: attention layers for Keras 3."""
 
-from keras_attention import layers, ops, scores
+from keras_attention import layers
+from keras_attention import ops
+from keras_attention import scores
 from keras_attention.layers import *  # noqa: F401,F403
 
 __version__ = "0.1.0"

@@ -2,13 +2,14 @@
 
 from keras_attention.layers.bahdanau_attention import BahdanauAttention
 from keras_attention.layers.luong_attention import LuongAttention
-from keras_attention.layers.multi_head_attention import MultiHeadAttention
-from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attention.layers.scored_attention import ScoredAttention
 
-__all__ = [
-    "BahdanauAttention",
-    "LuongAttention",
-    "ScoredAttention",
-]
+__all__ = ["BahdanauAttention", "LuongAttention", "ScoredAttention"]
+
+# Transformer stack (issue 3).
+from keras_attention.layers.multi_head_attention import MultiHeadAttention  # noqa: E402
+from keras_attention.layers.multi_head_self_attention import (  # noqa: E402
+    MultiHeadSelfAttention,
+)
+
 __all__ += ["MultiHeadAttention", "MultiHeadSelfAttention"]
