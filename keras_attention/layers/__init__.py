@@ -13,3 +13,9 @@ from keras_attention.layers.multi_head_self_attention import (  # noqa: E402
 )
 
 __all__ += ["MultiHeadAttention", "MultiHeadSelfAttention"]
+from keras_attention.layers.position_embedding import PositionEmbedding  # noqa: E402
+from keras_attention.layers.sinusoidal_position_encoding import (  # noqa: E402
+    SinusoidalPositionEncoding,
+)
+
+__all__ += ["PositionEmbedding", "SinusoidalPositionEncoding"]

@@ -87,9 +87,7 @@ def test_symbolic_and_eager_shapes_agree_when_lengths_differ(rng):
     out_s, w_s = layer(q_in, v_in, return_attention_scores=True)
     assert tuple(out.shape) == (B, T, 5) and tuple(out_s.shape) == (None, T, 5)
     assert tuple(w.shape) == (B, N, T, S) and tuple(w_s.shape) == (None, N, T, S)
-    out_v, w_v = layer.compute_output_spec(
-        q_in, v_in, return_attention_scores=True
-    )
+    out_v, w_v = layer.compute_output_spec(q_in, v_in, return_attention_scores=True)
     assert tuple(w_v.shape) == (None, N, T, S)
 
 
@@ -108,9 +106,7 @@ def test_causal_self_attention_output_does_not_depend_on_future(rng):
     x = rng.normal(size=(B, T, D)).astype("float32")
     layer = MultiHeadSelfAttention(num_heads=N, key_dim=H)
     for t in range(T):
-        grad = _grad_of_output_wrt_input(
-            lambda v: layer(v, use_causal_mask=True), x, t
-        )
+        grad = _grad_of_output_wrt_input(lambda v: layer(v, use_causal_mask=True), x, t)
         np.testing.assert_array_equal(grad[:, t + 1 :], 0.0)
         assert np.abs(grad[:, : t + 1]).sum() > 0
 
