@@ -19,3 +19,11 @@ from keras_attention.layers.sinusoidal_position_encoding import (  # noqa: E402
 )
 
 __all__ += ["PositionEmbedding", "SinusoidalPositionEncoding"]
+from keras_attention.layers.transformer_decoder_block import (  # noqa: E402
+    TransformerDecoderBlock,
+)
+from keras_attention.layers.transformer_encoder_block import (  # noqa: E402
+    TransformerEncoderBlock,
+)
+
+__all__ += ["TransformerDecoderBlock", "TransformerEncoderBlock"]
