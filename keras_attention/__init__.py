@@ -6,3 +6,5 @@ from keras_attention import scores
 from keras_attention.layers import *  # noqa: F401,F403
 
 __version__ = "0.1.0"
+from keras_attention import decoding  # noqa: E402,F401
+from keras_attention.models import Transformer  # noqa: E402,F401

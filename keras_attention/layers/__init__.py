@@ -27,3 +27,7 @@ from keras_attention.layers.transformer_encoder_block import (  # noqa: E402
 )
 
 __all__ += ["TransformerDecoderBlock", "TransformerEncoderBlock"]
+from keras_attention.layers.transformer_decoder import TransformerDecoder  # noqa: E402
+from keras_attention.layers.transformer_encoder import TransformerEncoder  # noqa: E402
+
+__all__ += ["TransformerDecoder", "TransformerEncoder"]

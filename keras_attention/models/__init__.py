@@ -1,0 +1,5 @@
+"""Complete models built from the layers (they may use `decoding`)."""
+
+from keras_attention.models.transformer import Transformer
+
+__all__ = ["Transformer"]
