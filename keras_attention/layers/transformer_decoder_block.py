@@ -177,6 +177,11 @@ class TransformerDecoderBlock(keras.layers.Layer):
         return self.cross_attention.compute_cache(encoder_sequence)
 
     def _require_cross_attention(self):
+        if not self.built:
+            raise ValueError(
+                "Build the block (or call it once) before reading its "
+                "cross-attention. Received: an unbuilt TransformerDecoderBlock"
+            )
         if self.cross_attention is None:
             raise ValueError(
                 "This block was built without cross-attention (its first call "

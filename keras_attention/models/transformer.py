@@ -327,6 +327,8 @@ class Transformer(keras.Model):
             weights of every layer and head, `(B, L, N, max_length, S)`
             (zeros after the end).
         """
+        if not self.built:
+            self.build()
         max_length = self.max_length if max_length is None else max_length
         args = (start_id, max_length, end_id, num_beams, length_penalty_alpha)
         args += (bool(return_attention_scores),)
