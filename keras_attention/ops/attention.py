@@ -104,6 +104,11 @@ def dot_product_attention(
     """
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
+    if query.dtype == "float16" or key.dtype == "float16":
+        # float16 tops out at 65504: large activations overflow in Q K^T
+        # itself, before the float32 softmax could help. bfloat16 has the
+        # float32 range and stays in low precision.
+        query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
     query = query * ops.cast(scale, query.dtype)
     logits = ops.einsum("btnh,bsnh->bnts", query, key)  # (B, N, T, S)
     weights = attention_weights(
