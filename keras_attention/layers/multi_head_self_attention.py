@@ -9,10 +9,10 @@ class MultiHeadSelfAttention(MultiHeadAttention):
     """Multi-head self-attention with one fused Q/K/V projection.
 
     The same maths as `MultiHeadAttention(query=x, value=x)`, but the three
-    projections are one kernel `(D, 3, N, H)` applied in one matmul
-    (`[Q, K, V] = x W^{QKV}`), which reads `x` once. Weights convert from
-    `MultiHeadAttention` by stacking its query, key and value kernels on
-    axis 1.
+    projections are one kernel `(D, 3 * N * H)` = `[W^Q | W^K | W^V]`
+    (each block head-major, `(D, N * H)`) applied in one matmul, which
+    reads `x` once. Weights convert from `MultiHeadAttention` by
+    concatenating its query, key and value kernels on axis 1.
 
     Masks are boolean, True = may attend. `query_mask` `(B, T)` (filled from
     a Keras mask) marks padded positions: they are hidden as keys and their
@@ -82,33 +82,29 @@ class MultiHeadSelfAttention(MultiHeadAttention):
             )
         n, h = self.num_heads, self.key_dim
         self._query_dim = query_shape[-1]
-        self.qkv_kernel = self._kernel("qkv_kernel", (query_shape[-1], 3, n, h))
-        self.qkv_bias = self._bias("qkv_bias", (3, n, h))
+        self.qkv_kernel = self._kernel("qkv_kernel", query_shape[-1], n * h, blocks=3)
+        self.qkv_bias = self._bias("qkv_bias", 3 * n * h)
         self._build_output(query_shape)
 
     def _project_qkv(self, x):
-        qkv = self._dense(x, self.qkv_kernel, self.qkv_bias, "btd,dcnh->btcnh")
+        n, h = self._heads()
+        qkv = self._dense(x, self.qkv_kernel, self.qkv_bias, (3, n, h))
         return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # 3 x (B, T, N, H)
 
+    def _projection(self, x, i):
+        """Block `i` (0 = Q, 1 = K, 2 = V) of the fused projection alone."""
+        size = self.num_heads * self.key_dim
+        kernel = self.qkv_kernel[:, i * size : (i + 1) * size]
+        bias = None
+        if self.qkv_bias is not None:
+            bias = self.qkv_bias[i * size : (i + 1) * size]
+        return self._dense(x, kernel, bias, self._heads())
+
     def _project_query(self, query):
-        kernel = self.qkv_kernel[:, 0]
-        bias = None if self.qkv_bias is None else self.qkv_bias[0]
-        return self._dense(query, kernel, bias, "btd,dnh->btnh")
+        return self._projection(query, 0)
 
     def _project_key_value(self, key, value):
-        k = self._dense(
-            key,
-            self.qkv_kernel[:, 1],
-            None if self.qkv_bias is None else self.qkv_bias[1],
-            "bsd,dnh->bsnh",
-        )
-        v = self._dense(
-            value,
-            self.qkv_kernel[:, 2],
-            None if self.qkv_bias is None else self.qkv_bias[2],
-            "bsd,dnh->bsnh",
-        )
-        return k, v
+        return self._projection(key, 1), self._projection(value, 2)
 
     def call(
         self,

@@ -54,8 +54,8 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     >>> import keras_attention as ka
     >>> x = np.zeros((1, 3, 4), "float32")
     >>> pe = ka.layers.SinusoidalPositionEncoding()(x)
-    >>> np.round(np.asarray(pe[0]), 4).tolist()[1]
-    [0.8415, 0.5403, 0.01, 1.0]
+    >>> [round(float(v), 3) for v in pe[0, 1]]  # pos 1: sin, cos, sin, cos
+    [0.841, 0.54, 0.01, 1.0]
 
     References:
         - Vaswani et al., 2017: https://arxiv.org/abs/1706.03762

@@ -14,14 +14,20 @@ def _keras_mha(query, value, **kwargs):
     return ref
 
 
+def _flat(weight, output=False):
+    """Keras' (D, N, H) / (N, H) / (N, H, D) layouts -> ours (2-D, head-major)."""
+    w = ops.convert_to_numpy(weight)
+    if output:  # (N, H, D) -> (N * H, D)
+        return w.reshape(-1, w.shape[-1])
+    return w.reshape(w.shape[0], -1) if w.ndim == 3 else w.reshape(-1)
+
+
 def _copy_from_keras(layer, ref):
-    """Our kernels have keras' layouts: (D, N, H), (N, H), (N, H, D), (D,)."""
-    names = ["query", "key", "value"]
-    for name in names:
+    for name in ["query", "key", "value"]:
         dense = getattr(ref, f"_{name}_dense")
-        getattr(layer, f"{name}_kernel").assign(dense.kernel)
-        getattr(layer, f"{name}_bias").assign(dense.bias)
-    layer.output_kernel.assign(ref._output_dense.kernel)
+        getattr(layer, f"{name}_kernel").assign(_flat(dense.kernel))
+        getattr(layer, f"{name}_bias").assign(_flat(dense.bias))
+    layer.output_kernel.assign(_flat(ref._output_dense.kernel, output=True))
     layer.output_bias.assign(ref._output_dense.bias)
 
 
@@ -56,7 +62,7 @@ def test_matches_keras_multi_head_attention(rng, causal, padded):
         np.testing.assert_array_equal(ops.convert_to_numpy(w)[0, :, :, -2:], 0.0)
 
 
-def test_self_attention_matches_keras_with_stacked_kernels(rng):
+def test_self_attention_matches_keras_with_concatenated_kernels(rng):
     x = rng.normal(size=(B, T, D)).astype("float32")
     mask = np.ones((B, T), bool)
     mask[1, -1] = False
@@ -65,9 +71,9 @@ def test_self_attention_matches_keras_with_stacked_kernels(rng):
     layer = MultiHeadSelfAttention(num_heads=N, key_dim=H)
     layer(x)
     dense = [ref._query_dense, ref._key_dense, ref._value_dense]
-    layer.qkv_kernel.assign(np.stack([d.kernel.numpy() for d in dense], axis=1))
-    layer.qkv_bias.assign(np.stack([d.bias.numpy() for d in dense], axis=0))
-    layer.output_kernel.assign(ref._output_dense.kernel)
+    layer.qkv_kernel.assign(np.concatenate([_flat(d.kernel) for d in dense], axis=1))
+    layer.qkv_bias.assign(np.concatenate([_flat(d.bias) for d in dense], axis=0))
+    layer.output_kernel.assign(_flat(ref._output_dense.kernel, output=True))
     layer.output_bias.assign(ref._output_dense.bias)
     out = layer(x, query_mask=mask, use_causal_mask=True)
     out_ref = ref(x, x, query_mask=mask, value_mask=mask, use_causal_mask=True)

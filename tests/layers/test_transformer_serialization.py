@@ -169,7 +169,9 @@ def test_mixed_precision_is_finite_on_large_inputs(name, policy):
     assert np.isfinite(output).all()
 
 
-SLOW_TO_COMPILE = {"transformer_encoder", "transformer_decoder"}  # blocks cover them
+# XLA-compiling a whole stack takes 20-50 s on 2 shared cores; the blocks
+# (and test_transformer.py) cover the same code fast.
+SLOW_TO_COMPILE = {"transformer_encoder", "transformer_decoder", "transformer"}
 
 
 @pytest.mark.parametrize(
