@@ -57,6 +57,11 @@ class MultiHeadAttention(keras.layers.Layer):
     `value_dim == key_dim`. The cache keeps its shape, so a generation loop
     compiles once under XLA.
 
+    Weights are 2-D with the heads flattened head-major: `query_kernel`
+    `(Dq, N * H)`, `key_kernel` `(Dk, N * H)`, `value_kernel` `(Dv, N * Hv)`,
+    `output_kernel` `(N * Hv, output_dim)` (a `keras.layers.MultiHeadAttention`
+    kernel `(D, N, H)` converts with `reshape(D, N * H)`).
+
     Args:
         num_heads: number of heads `N`.
         key_dim: size `H` of each head for queries and keys.
