@@ -8,6 +8,7 @@ scalar int32 position being decoded, `logits` `(B, V)` the next-token scores,
 weights `(B, S)`), or `None`.
 """
 
+from keras_attention.decoding.beam_search import beam_search
 from keras_attention.decoding.greedy import greedy_search
 
-__all__ = ["greedy_search"]
+__all__ = ["beam_search", "greedy_search"]

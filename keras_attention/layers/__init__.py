@@ -1,16 +1,37 @@
 """Public layers, one per file."""
 
+from keras_attention.layers.attention_rnn_cell import AttentionRNNCell
+from keras_attention.layers.attention_rnn_decoder import AttentionRNNDecoder
 from keras_attention.layers.bahdanau_attention import BahdanauAttention
 from keras_attention.layers.luong_attention import LuongAttention
+from keras_attention.layers.multi_head_attention import MultiHeadAttention
+from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
+from keras_attention.layers.pointer_attention import PointerAttention
+from keras_attention.layers.position_embedding import PositionEmbedding
 from keras_attention.layers.scored_attention import ScoredAttention
+from keras_attention.layers.self_attention_2d import SelfAttention2D
+from keras_attention.layers.sinusoidal_position_encoding import (
+    SinusoidalPositionEncoding,
+)
+from keras_attention.layers.transformer_decoder import TransformerDecoder
+from keras_attention.layers.transformer_decoder_block import TransformerDecoderBlock
+from keras_attention.layers.transformer_encoder import TransformerEncoder
+from keras_attention.layers.transformer_encoder_block import TransformerEncoderBlock
 
-__all__ = ["BahdanauAttention", "LuongAttention", "ScoredAttention"]
-from keras_attention.layers.pointer_attention import PointerAttention  # noqa: E402
-from keras_attention.layers.self_attention_2d import SelfAttention2D  # noqa: E402
-
-__all__ += ["PointerAttention", "SelfAttention2D"]
-
-from keras_attention.layers.attention_rnn_cell import AttentionRNNCell  # noqa: E402
-from keras_attention.layers.attention_rnn_decoder import AttentionRNNDecoder  # noqa: E402
-
-__all__ += ["AttentionRNNCell", "AttentionRNNDecoder"]
+__all__ = [
+    "AttentionRNNCell",
+    "AttentionRNNDecoder",
+    "BahdanauAttention",
+    "LuongAttention",
+    "MultiHeadAttention",
+    "MultiHeadSelfAttention",
+    "PointerAttention",
+    "PositionEmbedding",
+    "ScoredAttention",
+    "SelfAttention2D",
+    "SinusoidalPositionEncoding",
+    "TransformerDecoder",
+    "TransformerDecoderBlock",
+    "TransformerEncoder",
+    "TransformerEncoderBlock",
+]

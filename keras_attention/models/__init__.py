@@ -1,5 +1,6 @@
-"""Complete models built from the layers."""
+"""Complete models built from the layers (they may use `decoding`)."""
 
 from keras_attention.models.pointer_network import PointerNetwork
+from keras_attention.models.transformer import Transformer
 
-__all__ = ["PointerNetwork"]
+__all__ = ["PointerNetwork", "Transformer"]

@@ -97,9 +97,10 @@ def dot_product_attention(
             must be expanded by the caller (`mask[:, None]`).
         scale: multiplier of the logits; `1 / sqrt(H)` when `None`.
 
-    The logits are computed in float32 whatever the inputs' dtype, so that
-    float16 activations of large magnitude cannot overflow before the
-    softmax; the output has the dtype of `value`.
+    float16 inputs are multiplied in float32, so that activations of large
+    magnitude cannot overflow in `Q K^T` before the float32 softmax;
+    bfloat16 (float32's range) stays in low precision. The output has the
+    dtype of `value`.
 
     Returns:
         `(output, weights)`: `(B, T, N, Hv)` and float32 `(B, N, T, S)`.
@@ -113,9 +114,14 @@ def dot_product_attention(
         )
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
-    # Logits in float32: float16 dot products of large activations overflow.
-    query = ops.cast(query, "float32") * ops.cast(scale, "float32")
-    logits = ops.einsum("btnh,bsnh->bnts", query, ops.cast(key, "float32"))
+    dtypes = {keras.backend.standardize_dtype(x.dtype) for x in (query, key)}
+    if "float16" in dtypes:
+        # float16 tops out at 65504: large activations overflow in Q K^T
+        # itself, before the float32 softmax could help. bfloat16 has the
+        # float32 range and stays in low precision.
+        query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
+    query = query * ops.cast(scale, query.dtype)
+    logits = ops.einsum("btnh,bsnh->bnts", query, key)  # (B, N, T, S)
     weights = attention_weights(logits, mask, "softmax", dropout_rate, seed, training)
     output = ops.einsum("bnts,bsnh->btnh", ops.cast(weights, value.dtype), value)
     return output, weights

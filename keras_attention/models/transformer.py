@@ -1,0 +1,368 @@
+import math
+
+import keras
+from keras import ops
+
+from keras_attention.decoding.beam_search import beam_search
+from keras_attention.layers.position_embedding import PositionEmbedding
+from keras_attention.layers.sinusoidal_position_encoding import (
+    SinusoidalPositionEncoding,
+)
+from keras_attention.layers.transformer_decoder import TransformerDecoder
+from keras_attention.layers.transformer_encoder import TransformerEncoder
+from keras_attention.layers.validation import check_positive_int
+
+POSITION_ENCODINGS = ("sinusoidal", "learned")
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class Transformer(keras.Model):
+    """The encoder-decoder Transformer of Vaswani et al. (2017), ready to fit.
+
+    Token embeddings (scaled by `sqrt(hidden_dim)`) plus position encodings
+    feed a `TransformerEncoder` and a `TransformerDecoder`; a final dense
+    layer (or, with `tie_weights=True`, the transposed decoder embedding)
+    gives next-token logits. Token id `padding_id` is padding: it is masked
+    in the encoder's self-attention, in the decoder's cross-attention (the
+    ENCODER's padding) and in the decoder's self-attention. In the spirit of
+    `torch.nn.Transformer`, with embeddings and generation included.
+
+    Training is teacher forcing: inputs `{"encoder_tokens": (B, S),
+    "decoder_tokens": (B, T)}` (or a tuple in that order), where the decoder
+    tokens are the targets shifted right behind a start token; the output is
+    float32 logits `(B, T, decoder_vocabulary_size)`. `generate` decodes
+    with the KV cache in one compiled loop (greedy or beam search).
+
+    Args:
+        encoder_vocabulary_size: size of the source vocabulary.
+        decoder_vocabulary_size: size of the target vocabulary.
+        hidden_dim: model width `d_model`.
+        num_heads: attention heads; must divide `hidden_dim`.
+        intermediate_dim: feed-forward width `d_ff`.
+        num_encoder_layers: encoder blocks.
+        num_decoder_layers: decoder blocks.
+        dropout: residual and embedding dropout rate.
+        attention_dropout: dropout on attention weights; `dropout` if `None`.
+        activation: feed-forward activation.
+        normalize_first: pre-LN blocks instead of the paper's post-LN.
+        layer_norm_epsilon: epsilon of the layer normalizations.
+        position_encoding: `"sinusoidal"` (the paper) or `"learned"`.
+        max_length: longest sequence for `"learned"` positions (and the
+            default `generate` length).
+        tie_weights: use the decoder embedding matrix as output projection.
+        padding_id: the padding token id.
+        seed: seed of the dropouts.
+        **kwargs: base model arguments (`name`, `dtype`, ...).
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_attention as ka
+    >>> model = ka.Transformer(20, 20, hidden_dim=16, num_heads=2,
+    ...     intermediate_dim=32, num_encoder_layers=1, num_decoder_layers=1)
+    >>> src = np.array([[5, 6, 7, 0]])
+    >>> tgt_in = np.array([[1, 7, 6]])
+    >>> model({"encoder_tokens": src, "decoder_tokens": tgt_in}).shape
+    TensorShape([1, 3, 20])
+    >>> model.generate(src, max_length=5, start_id=1, end_id=2).shape
+    TensorShape([1, 5])
+
+    References:
+        - Vaswani et al., 2017: https://arxiv.org/abs/1706.03762
+        - Press & Wolf, 2017 (weight tying): https://arxiv.org/abs/1608.05859
+    """
+
+    def __init__(
+        self,
+        encoder_vocabulary_size,
+        decoder_vocabulary_size,
+        hidden_dim=512,
+        num_heads=8,
+        intermediate_dim=2048,
+        num_encoder_layers=6,
+        num_decoder_layers=6,
+        dropout=0.1,
+        attention_dropout=None,
+        activation="relu",
+        normalize_first=False,
+        layer_norm_epsilon=1e-5,
+        position_encoding="sinusoidal",
+        max_length=256,
+        tie_weights=False,
+        padding_id=0,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, value in (
+            ("encoder_vocabulary_size", encoder_vocabulary_size),
+            ("decoder_vocabulary_size", decoder_vocabulary_size),
+            ("hidden_dim", hidden_dim),
+            ("num_heads", num_heads),
+            ("max_length", max_length),
+        ):
+            check_positive_int(name, value)
+        if hidden_dim % num_heads:
+            raise ValueError(
+                "`hidden_dim` must be divisible by `num_heads`. Received: "
+                f"hidden_dim={hidden_dim}, num_heads={num_heads}"
+            )
+        if position_encoding not in POSITION_ENCODINGS:
+            raise ValueError(
+                f"`position_encoding` must be one of {POSITION_ENCODINGS}. "
+                f"Received: position_encoding={position_encoding!r}"
+            )
+        self.encoder_vocabulary_size = encoder_vocabulary_size
+        self.decoder_vocabulary_size = decoder_vocabulary_size
+        self.hidden_dim = hidden_dim
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.num_encoder_layers = num_encoder_layers
+        self.num_decoder_layers = num_decoder_layers
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation = keras.activations.get(activation)
+        self.normalize_first = normalize_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.position_encoding = position_encoding
+        self.max_length = max_length
+        self.tie_weights = tie_weights
+        self.padding_id = padding_id
+        self.seed = seed
+        common = dict(
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation=activation,
+            normalize_first=normalize_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            seed=seed,
+            dtype=self.dtype_policy,
+        )
+        self.encoder_embedding = keras.layers.Embedding(
+            encoder_vocabulary_size,
+            hidden_dim,
+            dtype=self.dtype_policy,
+            name="encoder_embedding",
+        )
+        self.decoder_embedding = keras.layers.Embedding(
+            decoder_vocabulary_size,
+            hidden_dim,
+            dtype=self.dtype_policy,
+            name="decoder_embedding",
+        )
+        if position_encoding == "sinusoidal":
+            self.encoder_positions = SinusoidalPositionEncoding(
+                dtype=self.dtype_policy, name="encoder_positions"
+            )
+            self.decoder_positions = SinusoidalPositionEncoding(
+                dtype=self.dtype_policy, name="decoder_positions"
+            )
+        else:
+            self.encoder_positions = PositionEmbedding(
+                max_length, dtype=self.dtype_policy, name="encoder_positions"
+            )
+            self.decoder_positions = PositionEmbedding(
+                max_length, dtype=self.dtype_policy, name="decoder_positions"
+            )
+        self.embedding_dropout = keras.layers.Dropout(
+            dropout, seed=seed, dtype=self.dtype_policy
+        )
+        self.encoder = TransformerEncoder(num_encoder_layers, name="encoder", **common)
+        self.decoder = TransformerDecoder(num_decoder_layers, name="decoder", **common)
+        self.output_projection = (
+            None
+            if tie_weights
+            else keras.layers.Dense(
+                decoder_vocabulary_size,
+                dtype=self.dtype_policy,
+                name="output_projection",
+            )
+        )
+        self._generate_functions = {}
+
+    def build(self, inputs_shape=None):
+        encoder_shape = (None, None, self.hidden_dim)
+        for layer in (self.encoder_embedding, self.decoder_embedding):
+            layer.build((None, None))
+        for layer in (self.encoder_positions, self.decoder_positions):
+            layer.build(encoder_shape)
+        self.encoder.build(encoder_shape)
+        self.decoder.build(encoder_shape, encoder_shape)
+        if self.output_projection is not None:
+            self.output_projection.build(encoder_shape)
+        self.built = True
+
+    # -- the pieces ---------------------------------------------------------
+
+    def _embed(self, tokens, embedding, positions, start_index=0, training=None):
+        x = embedding(tokens) * ops.cast(math.sqrt(self.hidden_dim), self.compute_dtype)
+        x = x + positions(x, start_index=start_index)
+        return self.embedding_dropout(x, training=training)  # (B, T, D)
+
+    def encode(self, encoder_tokens, training=None):
+        """`(encoder_output (B, S, D), encoder_padding_mask (B, S))`."""
+        encoder_tokens = ops.convert_to_tensor(encoder_tokens, "int32")
+        mask = ops.not_equal(encoder_tokens, self.padding_id)
+        x = self._embed(
+            encoder_tokens,
+            self.encoder_embedding,
+            self.encoder_positions,
+            training=training,
+        )
+        return self.encoder(x, padding_mask=mask, training=training), mask
+
+    def logits(self, decoder_output):
+        """Next-token logits, float32 `(B, T, V)`."""
+        if self.output_projection is None:
+            kernel = ops.cast(self.decoder_embedding.embeddings, decoder_output.dtype)
+            logits = ops.matmul(decoder_output, ops.transpose(kernel))
+        else:
+            logits = self.output_projection(decoder_output)
+        return ops.cast(logits, "float32")
+
+    def call(self, inputs, training=None):
+        if isinstance(inputs, dict):
+            encoder_tokens = inputs["encoder_tokens"]
+            decoder_tokens = inputs["decoder_tokens"]
+        else:
+            encoder_tokens, decoder_tokens = inputs
+        encoder_output, encoder_mask = self.encode(encoder_tokens, training=training)
+        decoder_tokens = ops.convert_to_tensor(decoder_tokens, "int32")
+        x = self._embed(
+            decoder_tokens,
+            self.decoder_embedding,
+            self.decoder_positions,
+            training=training,
+        )
+        x = self.decoder(
+            x,
+            encoder_output,
+            decoder_padding_mask=ops.not_equal(decoder_tokens, self.padding_id),
+            encoder_padding_mask=encoder_mask,
+            training=training,
+        )
+        return self.logits(x)
+
+    # -- generation ---------------------------------------------------------
+
+    def _search(
+        self,
+        encoder_tokens,
+        start_id,
+        max_length,
+        end_id,
+        num_beams,
+        length_penalty_alpha,
+        return_attention_scores,
+    ):
+        encoder_output, encoder_mask = self.encode(encoder_tokens)
+        cross_cache = self.decoder.compute_cross_attention_cache(encoder_output)
+        # The step function closes over per-example constants: one row per beam.
+        cross_cache = ops.repeat(cross_cache, num_beams, axis=0)
+        encoder_mask = ops.repeat(encoder_mask, num_beams, axis=0)
+        batch = ops.shape(encoder_tokens)[0]
+
+        def step_fn(tokens, cache, index):
+            x = self._embed(
+                tokens[:, None],
+                self.decoder_embedding,
+                self.decoder_positions,
+                start_index=index,
+            )  # (B, 1, D)
+            x, weights, cache = self.decoder(
+                x,
+                encoder_padding_mask=encoder_mask,
+                cache=cache,
+                cache_index=index,
+                cross_attention_cache=cross_cache,
+                return_attention_scores=True,
+            )
+            logits = self.logits(x)[:, 0]  # (B, V)
+            # Padding is never an output: generated tokens stay unmasked.
+            is_pad = ops.equal(ops.arange(ops.shape(logits)[-1]), self.padding_id)
+            logits = ops.where(is_pad, -1e9, logits)
+            aux = None
+            if return_attention_scores:
+                aux = weights["cross_attention"][:, :, :, 0]  # (B, L, N, S)
+            return logits, cache, aux
+
+        start = ops.full((batch,), start_id, dtype="int32")
+        tokens, aux, _ = beam_search(
+            step_fn,
+            start,
+            self.decoder.init_cache(batch, max_length),
+            max_length,
+            end_token=end_id,
+            pad_token=self.padding_id,
+            num_beams=num_beams,
+            length_penalty_alpha=length_penalty_alpha,
+        )
+        if not return_attention_scores:
+            return tokens
+        return tokens, ops.transpose(aux, (0, 2, 3, 1, 4))  # (B, L, N, T, S)
+
+    def generate(
+        self,
+        encoder_tokens,
+        max_length=None,
+        start_id=1,
+        end_id=2,
+        num_beams=1,
+        length_penalty_alpha=0.6,
+        return_attention_scores=False,
+        jit_compile=True,
+    ):
+        """Translate `encoder_tokens` `(B, S)` with the KV-cached decoder.
+
+        `num_beams=1` is greedy search; more beams use beam search with the
+        GNMT length penalty `((5 + len) / 6) ** length_penalty_alpha`. The
+        whole search is one loop compiled with XLA on TensorFlow
+        (`jit_compile=True`), traced once per argument combination.
+
+        Returns:
+            int32 tokens `(B, max_length)` (after `end_id`: `padding_id`),
+            and with `return_attention_scores=True` the cross-attention
+            weights of every layer and head, `(B, L, N, max_length, S)`
+            (zeros after the end).
+        """
+        if not self.built:
+            self.build()
+        max_length = self.max_length if max_length is None else max_length
+        args = (start_id, max_length, end_id, num_beams, length_penalty_alpha)
+        args += (bool(return_attention_scores),)
+        encoder_tokens = ops.convert_to_tensor(encoder_tokens, "int32")
+        if keras.config.backend() != "tensorflow" or not jit_compile:
+            return self._search(encoder_tokens, *args)
+        if args not in self._generate_functions:
+            import tensorflow as tf
+
+            self._generate_functions[args] = tf.function(
+                lambda tokens: self._search(tokens, *args),
+                jit_compile=True,
+                reduce_retracing=True,
+            )
+        return self._generate_functions[args](encoder_tokens)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "encoder_vocabulary_size": self.encoder_vocabulary_size,
+            "decoder_vocabulary_size": self.decoder_vocabulary_size,
+            "hidden_dim": self.hidden_dim,
+            "num_heads": self.num_heads,
+            "intermediate_dim": self.intermediate_dim,
+            "num_encoder_layers": self.num_encoder_layers,
+            "num_decoder_layers": self.num_decoder_layers,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "activation": keras.activations.serialize(self.activation),
+            "normalize_first": self.normalize_first,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "position_encoding": self.position_encoding,
+            "max_length": self.max_length,
+            "tie_weights": self.tie_weights,
+            "padding_id": self.padding_id,
+            "seed": self.seed,
+        }

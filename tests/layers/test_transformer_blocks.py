@@ -1,0 +1,168 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+from keras_attention.layers import TransformerDecoderBlock
+from keras_attention.layers import TransformerEncoderBlock
+
+B, T, S, D, N, F = 2, 5, 6, 8, 2, 16
+
+
+def _jacobian_blocks(fn, x):
+    """|d out_t / d in_u| summed over batch and features: (T, T)."""
+    x = tf.convert_to_tensor(x)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = fn(x)
+    jac = tape.batch_jacobian(y, x)  # (B, T, D, T, D)
+    return np.abs(jac.numpy()).sum(axis=(0, 2, 4))
+
+
+@pytest.mark.parametrize("with_encoder", [False, True])
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_decoder_block_is_causal(rng, with_encoder, normalize_first):
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    enc = rng.normal(size=(B, S, D)).astype("float32") if with_encoder else None
+    block = TransformerDecoderBlock(N, F, dropout=0.0, normalize_first=normalize_first)
+    influence = _jacobian_blocks(lambda v: block(v, enc), x)
+    np.testing.assert_array_equal(np.triu(influence, k=1), 0.0)
+    assert (np.diag(influence) > 0).all() and influence[-1, 0] > 0
+
+
+def test_encoder_block_ignores_masked_garbage(rng):
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    block = TransformerEncoderBlock(N, F, dropout=0.0)
+    out = ops.convert_to_numpy(block(x))
+    garbage = 100 * rng.normal(size=(B, 3, D)).astype("float32")
+    mask = np.concatenate([np.ones((B, T), bool), np.zeros((B, 3), bool)], 1)
+    longer = block(np.concatenate([x, garbage], 1), padding_mask=mask)
+    np.testing.assert_allclose(ops.convert_to_numpy(longer)[:, :T], out, atol=1e-5)
+
+
+def test_decoder_cross_attention_uses_the_encoder_padding_mask(rng):
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    enc = rng.normal(size=(B, S, D)).astype("float32")
+    block = TransformerDecoderBlock(N, F, dropout=0.0)
+    out, w = block(x, enc, return_attention_scores=True)
+    garbage = 100 * rng.normal(size=(B, 2, D)).astype("float32")
+    mask = np.concatenate([np.ones((B, S), bool), np.zeros((B, 2), bool)], 1)
+    longer, w_long = block(
+        x,
+        np.concatenate([enc, garbage], 1),
+        encoder_padding_mask=mask,
+        return_attention_scores=True,
+    )
+    np.testing.assert_allclose(longer, out, atol=1e-5)
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(w_long["cross_attention"])[..., S:], 0.0
+    )
+    assert tuple(w["cross_attention"].shape) == (B, N, T, S)
+    assert tuple(w["self_attention"].shape) == (B, N, T, T)
+
+
+def test_keras_masks_flow_into_both_attentions(rng):
+    tokens = np.array([[3, 4, 5, 0, 0], [6, 7, 1, 2, 0]])
+    src_tokens = np.array([[3, 4, 0, 0, 0, 0], [6, 7, 1, 2, 5, 0]])
+    embed = keras.layers.Embedding(10, D, mask_zero=True)
+    dec_in, enc_in = embed(tokens), embed(src_tokens)
+    block = TransformerDecoderBlock(N, F, dropout=0.0)
+    implicit = block(dec_in, enc_in)
+    explicit = block(
+        ops.convert_to_tensor(ops.convert_to_numpy(dec_in)),
+        ops.convert_to_tensor(ops.convert_to_numpy(enc_in)),
+        decoder_padding_mask=tokens != 0,
+        encoder_padding_mask=src_tokens != 0,
+    )
+    np.testing.assert_allclose(implicit, explicit, atol=1e-6)
+    unmasked = block(
+        ops.convert_to_tensor(ops.convert_to_numpy(dec_in)),
+        ops.convert_to_tensor(ops.convert_to_numpy(enc_in)),
+    )
+    assert not np.allclose(unmasked, explicit, atol=1e-3)
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_cached_decoder_block_steps_equal_full_pass(rng, normalize_first):
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    enc = rng.normal(size=(B, S, D)).astype("float32")
+    enc_mask = np.ones((B, S), bool)
+    enc_mask[0, -2:] = False
+    block = TransformerDecoderBlock(N, F, dropout=0.0, normalize_first=normalize_first)
+    full = block(x, enc, encoder_padding_mask=enc_mask)
+    cache = ops.zeros((B, 2, T + 3, N, D // N))
+    cross = block.compute_cross_attention_cache(enc)
+    steps = []
+    for t in range(T):
+        y, cache = block(
+            x[:, t : t + 1],
+            encoder_padding_mask=enc_mask,
+            self_attention_cache=cache,
+            self_attention_cache_index=t,
+            cross_attention_cache=cross,
+        )
+        steps.append(ops.convert_to_numpy(y))
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
+
+
+def _train_losses(block_cls, normalize_first, seed=3, dropout=0.0, **call_kwargs):
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((T, D))
+    x = block_cls(N, F, dropout=dropout, normalize_first=normalize_first, seed=seed)(
+        inputs
+    )
+    model = keras.Model(inputs, keras.layers.Dense(1)(x))
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse", run_eagerly=True)
+    rng = np.random.default_rng(seed)
+    xs = rng.normal(size=(16, T, D)).astype("float32")
+    ys = xs.sum(-1, keepdims=True) * 0.3
+    history = model.fit(xs, ys, epochs=4, batch_size=8, verbose=0, shuffle=False)
+    return history.history["loss"]
+
+
+@pytest.mark.parametrize(
+    "block_cls", [TransformerEncoderBlock, TransformerDecoderBlock]
+)
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_both_norm_placements_train(block_cls, normalize_first):
+    losses = _train_losses(block_cls, normalize_first)
+    assert losses[-1] < 0.7 * losses[0]
+
+
+def test_training_is_deterministic_given_a_seed():
+    a = _train_losses(TransformerEncoderBlock, False, seed=5)
+    b = _train_losses(TransformerEncoderBlock, False, seed=5)
+    assert a == b
+
+
+@pytest.mark.parametrize("cls", [TransformerEncoderBlock, TransformerDecoderBlock])
+def test_bad_arguments(cls, rng):
+    with pytest.raises(ValueError, match="`num_heads`"):
+        cls(0, F)
+    with pytest.raises(ValueError, match="`intermediate_dim`"):
+        cls(N, -3)
+    with pytest.raises(ValueError, match="`dropout`"):
+        cls(N, F, dropout=1.0)
+    with pytest.raises(ValueError, match="`num_heads`=3"):
+        cls(3, F)(rng.normal(size=(B, T, D)).astype("float32"))
+
+
+def test_decoder_block_bad_cache_and_missing_encoder(rng):
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    enc = rng.normal(size=(B, S, D)).astype("float32")
+    block = TransformerDecoderBlock(N, F)
+    block(x, enc)
+    with pytest.raises(ValueError, match="`cache`"):
+        block(
+            x[:, :1],
+            enc,
+            self_attention_cache=ops.zeros((B, 2, T, N + 1, D // N)),
+            self_attention_cache_index=0,
+        )
+    with pytest.raises(ValueError, match="`encoder_sequence`"):
+        block(x)
+    decoder_only = TransformerDecoderBlock(N, F)
+    decoder_only(x)
+    with pytest.raises(ValueError, match="without cross-attention"):
+        decoder_only(x, enc)

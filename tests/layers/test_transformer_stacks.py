@@ -1,0 +1,71 @@
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_attention.layers import TransformerDecoder
+from keras_attention.layers import TransformerEncoder
+
+B, T, S, D, N, F, L = 2, 5, 6, 8, 2, 16, 2
+
+
+@pytest.mark.parametrize("with_encoder", [False, True])
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_cached_decoder_stack_equals_full_pass(rng, with_encoder, normalize_first):
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    enc = rng.normal(size=(B, S, D)).astype("float32") if with_encoder else None
+    enc_mask = np.ones((B, S), bool)
+    enc_mask[1, -3:] = False
+    decoder = TransformerDecoder(L, N, F, dropout=0.0, normalize_first=normalize_first)
+    kwargs = dict(encoder_padding_mask=enc_mask) if with_encoder else {}
+    full, w_full = decoder(x, enc, return_attention_scores=True, **kwargs)
+    cache = decoder.init_cache(B, T)
+    assert tuple(cache.shape) == (B, L, 2, T, N, D // N)
+    cross = decoder.compute_cross_attention_cache(enc) if with_encoder else None
+    steps, cross_w = [], []
+    for t in range(T):
+        y, w, cache = decoder(
+            x[:, t : t + 1],
+            cache=cache,
+            cache_index=t,
+            cross_attention_cache=cross,
+            return_attention_scores=True,
+            **kwargs,
+        )
+        steps.append(ops.convert_to_numpy(y))
+        if with_encoder:
+            cross_w.append(ops.convert_to_numpy(w["cross_attention"]))
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
+    if with_encoder:
+        np.testing.assert_allclose(
+            np.concatenate(cross_w, 3), w_full["cross_attention"], atol=1e-6
+        )
+        assert tuple(w_full["cross_attention"].shape) == (B, L, N, T, S)
+
+
+def test_encoder_stack_weights_and_final_norm(rng):
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    encoder = TransformerEncoder(L, N, F, normalize_first=True, dropout=0.0)
+    y, w = encoder(x, return_attention_scores=True)
+    assert tuple(w.shape) == (B, L, N, T, T)
+    y = ops.convert_to_numpy(y)
+    # Pre-LN stacks end with a LayerNorm: zero mean, unit variance features.
+    np.testing.assert_allclose(y.mean(-1), 0.0, atol=1e-5)
+    np.testing.assert_allclose(y.std(-1), 1.0, atol=1e-2)
+
+
+def test_stack_bad_arguments(rng):
+    with pytest.raises(ValueError, match="`num_layers`"):
+        TransformerDecoder(0, N, F)
+    with pytest.raises(ValueError, match="`num_heads`"):
+        TransformerEncoder(2, 0, F)
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    decoder = TransformerDecoder(L, N, F)
+    decoder(x)
+    with pytest.raises(ValueError, match="`cache`"):
+        decoder(x[:, :1], cache=ops.zeros((B, L + 1, 2, T, N, D // N)), cache_index=0)
+    with pytest.raises(ValueError, match="`cache_index`"):
+        decoder(x[:, :1], cache_index=0)
+    with pytest.raises(ValueError, match="`decoder_sequence`"):
+        TransformerDecoder(L, 3, F)(x)
+    keras.backend.clear_session()

@@ -1,0 +1,156 @@
+import itertools
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_attention.models import Transformer
+
+PAD, START, END = 0, 1, 2
+
+
+def _model(vocab=12, **kwargs):
+    config = dict(
+        hidden_dim=16,
+        num_heads=2,
+        intermediate_dim=32,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        dropout=0.0,
+    )
+    config.update(kwargs)
+    return Transformer(vocab, vocab, **config)
+
+
+def _full_pass_log_probs(model, src, prefix):
+    logits = model({"encoder_tokens": src, "decoder_tokens": prefix})
+    logits = ops.convert_to_numpy(logits)[:, -1].astype("float64")
+    logits[:, PAD] = -1e9  # generate() never emits padding
+    logits -= logits.max(-1, keepdims=True)
+    return logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_cached_greedy_generation_equals_uncached(rng, jit_compile):
+    model = _model(normalize_first=jit_compile, num_encoder_layers=1)
+    src = np.array([[5, 6, 7, 8, 0, 0], [9, 4, 3, 0, 0, 0], [3, 3, 4, 5, 6, 7]])
+    length = 6
+    tokens = ops.convert_to_numpy(
+        model.generate(src, max_length=length, end_id=END, jit_compile=jit_compile)
+    )
+    prefix = np.full((3, 1), START)
+    finished = np.zeros(3, bool)
+    for _ in range(length):
+        log_probs = _full_pass_log_probs(model, src, prefix)
+        nxt = np.where(finished, PAD, log_probs.argmax(-1))
+        finished |= nxt == END
+        prefix = np.concatenate([prefix, nxt[:, None]], 1)
+    np.testing.assert_array_equal(tokens, prefix[:, 1:])
+
+
+def test_exhaustive_beam_search_on_the_model_matches_brute_force():
+    vocab, length, alpha = 4, 3, 0.6  # outputs in {1, 2, 3}
+    model = _model(vocab=vocab, num_encoder_layers=1, num_decoder_layers=1)
+    src = np.array([[3, 1, 2, 0], [2, 3, 3, 1]])
+    tokens = model.generate(
+        src,
+        max_length=length,
+        end_id=END,
+        num_beams=9,
+        length_penalty_alpha=alpha,
+        jit_compile=False,
+    )
+    tokens = ops.convert_to_numpy(tokens)
+    seqs = np.array(list(itertools.product([1, 2, 3], repeat=length)))
+    prefixes = np.concatenate([np.full((len(seqs), 1), START), seqs[:, :-1]], 1)
+    for b in range(2):
+        # One causal full pass scores every sequence at every position.
+        logits = model(
+            {
+                "encoder_tokens": np.repeat(src[b : b + 1], len(seqs), 0),
+                "decoder_tokens": prefixes,
+            }
+        )
+        logits = ops.convert_to_numpy(logits).astype("float64")
+        logits[..., PAD] = -1e9
+        logits -= logits.max(-1, keepdims=True)
+        logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        best, best_seq = -np.inf, None
+        for seq, lp in zip(seqs.tolist(), logp, strict=True):
+            n = seq.index(END) + 1 if END in seq else length
+            if any(s != 1 for s in seq[n:]):
+                continue  # count each ended sequence once
+            score = sum(lp[t, seq[t]] for t in range(n)) / ((5 + n) / 6) ** alpha
+            if score > best + 1e-7:
+                best, best_seq = score, seq[:n] + [PAD] * (length - n)
+        assert tokens[b].tolist() == best_seq
+
+
+def test_generate_returns_cross_attention():
+    model = _model(num_decoder_layers=1)
+    src = np.array([[5, 6, 7, 0, 0]])
+    tokens, weights = model.generate(
+        src, max_length=4, num_beams=2, return_attention_scores=True, jit_compile=False
+    )
+    weights = ops.convert_to_numpy(weights)
+    assert weights.shape == (1, 1, 2, 4, 5)
+    np.testing.assert_array_equal(weights[..., 3:], 0.0)  # encoder padding
+    ended = ops.convert_to_numpy(tokens)[0] == PAD
+    sums = weights.sum(-1)[0, 0]  # (N, T)
+    np.testing.assert_allclose(sums[:, ~ended], 1.0, atol=1e-5)
+
+
+def _copy_data(rng, n, length, vocab):
+    body = rng.integers(3, vocab, size=(n, length))
+    src = body
+    tgt = body[:, ::-1]
+    dec_in = np.concatenate([np.full((n, 1), START), tgt], 1)
+    dec_out = np.concatenate([tgt, np.full((n, 1), END)], 1)
+    return {"encoder_tokens": src, "decoder_tokens": dec_in}, dec_out
+
+
+@pytest.mark.parametrize(
+    "tie_weights", [False, pytest.param(True, marks=pytest.mark.large)]
+)
+def test_learns_to_reverse_a_tiny_sequence(rng, tie_weights):
+    vocab, length = 8, 4
+    keras.utils.set_random_seed(1)
+    model = Transformer(
+        vocab,
+        vocab,
+        hidden_dim=32,
+        num_heads=2,
+        intermediate_dim=64,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dropout=0.0,
+        tie_weights=tie_weights,
+        position_encoding="learned" if tie_weights else "sinusoidal",
+        max_length=8,
+    )
+    x, y = _copy_data(rng, 512, length, vocab)
+    model.compile(
+        optimizer=keras.optimizers.Adam(5e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    model.fit(x, y, batch_size=32, epochs=6, verbose=0)
+    x_test, y_test = _copy_data(np.random.default_rng(7), 64, length, vocab)
+    tokens = ops.convert_to_numpy(
+        model.generate(
+            x_test["encoder_tokens"], max_length=length + 1, jit_compile=False
+        )
+    )
+    accuracy = (tokens == y_test).all(-1).mean()
+    print(f"exact-match accuracy {accuracy:.3f}")
+    assert accuracy >= 0.9, accuracy
+    assert (model.output_projection is None) == tie_weights
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="`hidden_dim`"):
+        Transformer(10, 10, hidden_dim=10, num_heads=3)
+    with pytest.raises(ValueError, match="`position_encoding`"):
+        Transformer(10, 10, hidden_dim=8, num_heads=2, position_encoding="rotary")
+    with pytest.raises(ValueError, match="`encoder_vocabulary_size`"):
+        Transformer(0, 10)
