@@ -96,6 +96,48 @@ LAYER_CASES = {
         ),
         _inputs((2, 3, 5), (2, 6, 4)),
     ),
+    "MultiHeadAttention": lambda: (
+        ka.layers.MultiHeadAttention(num_heads=2, key_dim=3, dropout=0.1),
+        _inputs((2, 3, 4), (2, 5, 6)),
+    ),
+    "MultiHeadSelfAttention": lambda: (
+        ka.layers.MultiHeadSelfAttention(num_heads=2, key_dim=3),
+        _inputs((2, 5, 4)),
+    ),
+    "SinusoidalPositionEncoding": lambda: (
+        ka.layers.SinusoidalPositionEncoding(),
+        _inputs((2, 5, 6)),
+    ),
+    "PositionEmbedding": lambda: (
+        ka.layers.PositionEmbedding(sequence_length=7),
+        _inputs((2, 5, 6)),
+    ),
+    "TransformerEncoderBlock": lambda: (
+        ka.layers.TransformerEncoderBlock(num_heads=2, intermediate_dim=8),
+        _inputs((2, 5, 4)),
+    ),
+    "TransformerEncoderBlock/pre-ln-gelu": lambda: (
+        ka.layers.TransformerEncoderBlock(
+            num_heads=2, intermediate_dim=8, normalize_first=True, activation="gelu"
+        ),
+        _inputs((2, 5, 4)),
+    ),
+    "TransformerDecoderBlock": lambda: (
+        ka.layers.TransformerDecoderBlock(num_heads=2, intermediate_dim=8),
+        _inputs((2, 3, 4), (2, 5, 4)),
+    ),
+    "TransformerDecoderBlock/decoder-only": lambda: (
+        ka.layers.TransformerDecoderBlock(num_heads=2, intermediate_dim=8),
+        _inputs((2, 3, 4)),
+    ),
+    "TransformerEncoder": lambda: (
+        ka.layers.TransformerEncoder(num_layers=2, num_heads=2, intermediate_dim=8),
+        _inputs((2, 5, 4)),
+    ),
+    "TransformerDecoder": lambda: (
+        ka.layers.TransformerDecoder(num_layers=2, num_heads=2, intermediate_dim=8),
+        _inputs((2, 3, 4), (2, 5, 4)),
+    ),
 }
 
 # Optional, for layers that have the property: a causal mode, checked by
@@ -112,6 +154,16 @@ CAUSAL_CASES = {
         _inputs((2, 4, 3), (2, 4, 3)),
         {"use_causal_mask": True},
     ),
+    "MultiHeadSelfAttention": lambda: (
+        ka.layers.MultiHeadSelfAttention(num_heads=2, key_dim=3),
+        _inputs((2, 4, 4)),
+        {"use_causal_mask": True},
+    ),
+    "TransformerDecoderBlock": lambda: (
+        ka.layers.TransformerDecoderBlock(num_heads=2, intermediate_dim=8),
+        _inputs((2, 4, 4)),
+        {},
+    ),
 }
 PADDING_CASES = {
     "ScoredAttention": lambda: (
@@ -125,6 +177,10 @@ PADDING_CASES = {
     "LuongAttention": lambda: (
         ka.layers.LuongAttention(score="general", window=2),
         *_inputs((2, 3, 4), (2, 5, 4)),
+    ),
+    "MultiHeadAttention": lambda: (
+        ka.layers.MultiHeadAttention(num_heads=2, key_dim=3),
+        *_inputs((2, 3, 4), (2, 5, 6)),
     ),
 }
 
