@@ -1,29 +1,42 @@
+import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras import ops
 
 from keras_attention import ops as ka_ops
 from keras_attention.ops.chunked_attention import chunked_attention
+from keras_attention.testing import input_gradients
 
 B, T, S, N, H, HV = 2, 23, 17, 3, 8, 5
 
 
 def _inputs(seed=0):
     rng = np.random.default_rng(seed)
-    q = tf.constant(rng.normal(size=(B, T, N, H)).astype("float32"))
-    k = tf.constant(rng.normal(size=(B, S, N, H)).astype("float32"))
-    v = tf.constant(rng.normal(size=(B, S, N, HV)).astype("float32"))
+    q = ops.convert_to_tensor(rng.normal(size=(B, T, N, H)).astype("float32"))
+    k = ops.convert_to_tensor(rng.normal(size=(B, S, N, H)).astype("float32"))
+    v = ops.convert_to_tensor(rng.normal(size=(B, S, N, HV)).astype("float32"))
     key_mask = np.ones((B, S), bool)
     key_mask[1, 11:] = False  # the second example has 11 real keys
     return q, k, v, key_mask
 
 
 def _value_and_grads(fn, q, k, v):
-    with tf.GradientTape() as tape:
-        tape.watch([q, k, v])
+    def loss(q, k, v):
         out = fn(q, k, v)
-        loss = tf.reduce_sum(out * tf.cos(out))  # a non-trivial upstream
-    return [out, *tape.gradient(loss, [q, k, v])]
+        return ops.sum(out * ops.cos(out))  # a non-trivial upstream gradient
+
+    return [fn(q, k, v), *input_gradients(loss, [q, k, v])]
+
+
+def _jit(fn):
+    """`fn` compiled with XLA on the current backend."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.jit(fn, static_argnums=0)
+    import tensorflow as tf
+
+    return tf.function(fn, jit_compile=True, reduce_retracing=True)
 
 
 @pytest.mark.parametrize(
@@ -56,9 +69,7 @@ def test_equals_dense_forward_and_gradients(mode, causal, offset):
             key_chunk_size=6,
         )
 
-    run = _value_and_grads
-    if mode == "xla":
-        run = tf.function(_value_and_grads, jit_compile=True, reduce_retracing=True)
+    run = _jit(_value_and_grads) if mode == "xla" else _value_and_grads
     got = run(chunked, q, k, v)
     want = _value_and_grads(dense, q, k, v)
     for name, a, b in zip(("output", "dq", "dk", "dv"), got, want, strict=True):
