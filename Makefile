@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-large lint format clean
+.PHONY: venv demo test test-large test-jax lint format clean
 
 venv: $(STAMP)
 
@@ -24,6 +24,11 @@ test: $(STAMP)
 
 test-large: $(STAMP)
 	$(PY) -m pytest -q -n 2 -m "" $(PYTEST_ARGS)
+
+# The backend-agnostic layer tests on JAX (CPU); TensorFlow-only tests skip.
+test-jax: $(STAMP)
+	$(PY) -m pip install -q -e ".[all,jax]"
+	KERAS_BACKEND=jax $(PY) -m pytest -q -n 2 tests/ops tests/layers tests/test_scores.py $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check keras_attention tests examples benchmarks

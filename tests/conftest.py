@@ -21,3 +21,14 @@ def _reset_keras_state():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip `tf_only` tests (SavedModel, tf.function tracing, GradientTape on
+    weights, tf.distribute) when the suite runs on another backend."""
+    if keras.backend.backend() == "tensorflow":
+        return
+    skip = pytest.mark.skip(reason="TensorFlow-only by nature (marked tf_only)")
+    for item in items:
+        if "tf_only" in item.keywords:
+            item.add_marker(skip)

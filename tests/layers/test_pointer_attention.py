@@ -51,6 +51,7 @@ def test_chosen_positions_mask_with_end_position():
     np.testing.assert_array_equal(step, np.array([[1, 0, 1], [1, 0, 0]], bool))
 
 
+@pytest.mark.tf_only
 def test_masked_positions_have_finite_loss_and_gradients(rng):
     enc = keras.Variable(rng.normal(size=(2, 5, 4)).astype("float32"))
     dec = rng.normal(size=(2, 5, 4)).astype("float32")

@@ -58,6 +58,7 @@ def test_start_index_gives_the_slice_of_a_longer_encoding(layer_fn):
     np.testing.assert_allclose(part[1], full[1, 9:11], atol=1e-6)
 
 
+@pytest.mark.tf_only
 @pytest.mark.parametrize(
     "layer_fn",
     [lambda: SinusoidalPositionEncoding(), lambda: PositionEmbedding(64)],

@@ -59,6 +59,7 @@ def test_spectral_norm_wraps_every_convolution(rng):
         assert isinstance(conv, keras.layers.SpectralNormalization)
 
 
+@pytest.mark.tf_only
 def test_gamma_receives_gradient(rng):
     import tensorflow as tf
 
@@ -109,6 +110,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024)
 """
 
 
+@pytest.mark.tf_only
 def test_memory_of_pooled_64x64x64_map_stays_under_documented_bound():
     """Forward + backward on (2, 64, 64, 64) with pooling: < 160 MiB/image."""
     import os
