@@ -2,20 +2,40 @@
 Title: Date normalisation with an attention seq2seq model
 Description: Translate human-written dates ("Saturday, 29 November 2026",
 "29.11.26", "nov 29 2026", ...) into ISO dates ("2026-11-29") with a
-bidirectional-GRU encoder and a Bahdanau or Luong attention decoder.
+bidirectional-GRU encoder and a Bahdanau or Luong attention decoder
+(`--model rnn`, the default) or with a small Transformer (`--model
+transformer`, `keras_attention.models.Transformer`).
 
 A small, self-contained translation task: the data comes from a seeded
 generator (no download), the model trains in a few minutes on a laptop CPU
-with `model.fit(jit_compile=True)`, and the alignment heat-maps show the
+with `model.fit(jit_compile=True)`, and the attention heat-maps show the
 decoder reading the day, month and year where they are written.
 
 Steps: generate data -> character vocabularies (`TextVectorization` for the
 source, `StringLookup` with a fixed vocabulary for the target) -> train with
-teacher forcing -> greedy decoding under XLA -> exact-match accuracy on
-held-out dates -> alignment heat-maps (PNG) -> SavedModel that maps raw date
-strings to ISO strings, reloaded and checked.
+teacher forcing -> greedy (or `--beams N` beam) search under XLA ->
+exact-match accuracy on held-out dates -> attention heat-maps (PNG) ->
+SavedModel that maps raw date strings to ISO strings, reloaded and checked.
+Data, vocabularies, search, evaluation, plots and export are shared; the
+two builders differ only in the model and how it searches.
+
+Models (defaults; 20000 training dates, batch 128, Adam with cosine decay):
+- `rnn`: embeddings of 32, BiGRU encoder 2 x 64, GRU decoder of 128 with
+  Bahdanau attention (64 units), 4 epochs at 3e-3. The heat-map shows its
+  alignment.
+- `transformer`: 2 encoder + 2 decoder post-LN blocks, d_model 64, 4 heads,
+  feed-forward 256, sinusoidal positions, no dropout (the generator never
+  repeats a batch; dropout 0.1 needed twice the epochs for 94%), 3 epochs
+  at 3e-3 after 150 warm-up steps; decoding uses the KV cache. The
+  heat-map shows heads 0 and 1 of the last decoder layer's cross-attention
+  and the mean of its heads (`--plot-heads`).
+
+Measured (exact match on 2000 held-out dates, greedy search; a 2-core
+machine shared with other jobs, so wall times vary by ~2x):
+MEASURED
 
 Run: `python examples/nlp/translate_dates.py --output-dir outputs/dates`
+(`--model transformer` for the Transformer).
 """
 
 import argparse
@@ -235,7 +255,7 @@ def build_transformer_model(
     hidden_dim=64,
     num_heads=4,
     num_layers=2,
-    dropout=0.1,
+    dropout=0.0,
 ):
     """`keras_attention.models.Transformer`: `num_layers` + `num_layers` blocks.
 
@@ -257,6 +277,7 @@ def build_transformer_model(
         max_length=TARGET_LENGTH,
         name="transformer",
     )
+    model.build()  # so that `model.summary()` can count the weights
 
     def search(source_ids, start_id, end_id, num_beams=1):
         return model.generate(
@@ -375,7 +396,7 @@ def save_heatmaps(sources, predictions, attention, path, layer=-1, heads=(0, 1))
 # Per-model defaults of the flags that differ (measured in the header).
 MODEL_DEFAULTS = {
     "rnn": dict(epochs=4, units=128, learning_rate=3e-3, warmup_steps=0),
-    "transformer": dict(epochs=6, units=64, learning_rate=2e-3, warmup_steps=100),
+    "transformer": dict(epochs=3, units=64, learning_rate=3e-3, warmup_steps=150),
 }
 
 
@@ -412,7 +433,7 @@ def parse_args(argv):
                         help="Transformer attention heads")  # fmt: skip
     parser.add_argument("--num-layers", type=int, default=2,
                         help="Transformer encoder and decoder blocks (each)")  # fmt: skip
-    parser.add_argument("--dropout", type=float, default=0.1,
+    parser.add_argument("--dropout", type=float, default=0.0,
                         help="Transformer dropout rate")  # fmt: skip
     parser.add_argument("--beams", type=int, default=1,
                         help="beam width at test time (1: greedy search)")  # fmt: skip
