@@ -86,6 +86,6 @@ def test_attention_panels_pick_heads_and_average():
     np.testing.assert_array_equal(panels[1][1], attention[1, 3])
     np.testing.assert_allclose(panels[2][1], attention[1].mean(0))
     # The RNN's single alignment is one panel.
-    (name, weights), = script.attention_panels(attention[:1, :1])
+    ((name, weights),) = script.attention_panels(attention[:1, :1])
     assert name == "alignment"
     np.testing.assert_array_equal(weights, attention[0, 0])
