@@ -24,15 +24,21 @@ Models (defaults; 20000 training dates, batch 128, Adam with cosine decay):
   Bahdanau attention (64 units), 4 epochs at 3e-3. The heat-map shows its
   alignment.
 - `transformer`: 2 encoder + 2 decoder post-LN blocks, d_model 64, 4 heads,
-  feed-forward 256, sinusoidal positions, no dropout (the generator never
-  repeats a batch; dropout 0.1 needed twice the epochs for 94%), 4 epochs
-  at 3e-3 after 150 warm-up steps; decoding uses the KV cache. The
-  heat-map shows heads 0 and 1 of the last decoder layer's cross-attention
-  and the mean of its heads (`--plot-heads`).
+  feed-forward 256, sinusoidal positions (238k weights), 4 epochs at 3e-3
+  after 150 warm-up steps, no dropout (the generator rarely repeats a
+  date; with dropout 0.1, 6 epochs reached only 94%); decoding runs
+  `Transformer.generate` with its KV cache. The heat-map shows heads 0 and
+  1 of the last decoder layer's cross-attention and the mean of its heads
+  (`--plot-heads`).
 
 Measured (exact match on 2000 held-out dates, greedy search; a 2-core
 machine shared with other jobs, so wall times vary by ~2x):
-MEASURED
+
+    model        accuracy  fit (wall)  whole run: wall / CPU (user)
+    rnn          99.90%    103 s       125 s / 107 s
+    transformer  99.90%    127 s       163 s / 135 s
+
+(the first epoch includes the XLA compilation, ~20 s).
 
 Run: `python examples/nlp/translate_dates.py --output-dir outputs/dates`
 (`--model transformer` for the Transformer).
