@@ -324,7 +324,11 @@ class DateTranslator(tf.Module):
         self.start_id = int(self.target_lookup(tf.constant(START)))
         self.end_id = int(self.target_lookup(tf.constant(END)))
 
-    @tf.function(jit_compile=True, reduce_retracing=True)
+    # One signature for evaluation and export: traced once, compiled per shape.
+    @tf.function(
+        input_signature=[tf.TensorSpec([None, None], tf.int64, name="source_ids")],
+        jit_compile=True,
+    )
     def translate_ids(self, source_ids):
         """`(B, S)` ids -> `(B, TARGET_LENGTH)` ids, attention `(B, L, N, T, S)`."""
         return self._search(
