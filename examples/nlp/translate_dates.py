@@ -38,7 +38,7 @@ machine shared with other jobs, so wall times vary by ~2x):
     rnn          99.90%    103 s       125 s / 107 s
     transformer  99.90%    127 s       163 s / 135 s
 
-(the first epoch includes the XLA compilation, ~20 s).
+The fit time includes the XLA compilation of the training step.
 
 Run: `python examples/nlp/translate_dates.py --output-dir outputs/dates`
 (`--model transformer` for the Transformer).
