@@ -2,20 +2,48 @@
 Title: Date normalisation with an attention seq2seq model
 Description: Translate human-written dates ("Saturday, 29 November 2026",
 "29.11.26", "nov 29 2026", ...) into ISO dates ("2026-11-29") with a
-bidirectional-GRU encoder and a Bahdanau or Luong attention decoder.
+bidirectional-GRU encoder and a Bahdanau or Luong attention decoder
+(`--model rnn`, the default) or with a small Transformer (`--model
+transformer`, `keras_attention.models.Transformer`).
 
 A small, self-contained translation task: the data comes from a seeded
 generator (no download), the model trains in a few minutes on a laptop CPU
-with `model.fit(jit_compile=True)`, and the alignment heat-maps show the
+with `model.fit(jit_compile=True)`, and the attention heat-maps show the
 decoder reading the day, month and year where they are written.
 
 Steps: generate data -> character vocabularies (`TextVectorization` for the
 source, `StringLookup` with a fixed vocabulary for the target) -> train with
-teacher forcing -> greedy decoding under XLA -> exact-match accuracy on
-held-out dates -> alignment heat-maps (PNG) -> SavedModel that maps raw date
-strings to ISO strings, reloaded and checked.
+teacher forcing -> greedy (or `--beams N` beam) search under XLA ->
+exact-match accuracy on held-out dates -> attention heat-maps (PNG) ->
+SavedModel that maps raw date strings to ISO strings, reloaded and checked.
+Data, vocabularies, search, evaluation, plots and export are shared; the
+two builders differ only in the model and how it searches.
+
+Models (defaults; 20000 training dates, batch 128, Adam with cosine decay):
+- `rnn`: embeddings of 32, BiGRU encoder 2 x 64, GRU decoder of 128 with
+  Bahdanau attention (64 units), 4 epochs at 3e-3. The heat-map shows its
+  alignment.
+- `transformer`: 2 encoder + 2 decoder post-LN blocks, d_model 64, 4 heads,
+  feed-forward 256, sinusoidal positions (238k weights), 4 epochs at 3e-3
+  after 150 warm-up steps, no dropout (the generator rarely repeats a
+  date; with dropout 0.1, 6 epochs reached only 94%); decoding runs
+  `Transformer.generate` with its KV cache. The heat-map shows heads 0 and
+  1 of the last decoder layer's cross-attention and the mean of its heads
+  (`--plot-heads`).
+
+Measured (exact match on 2000 held-out dates, greedy search; a 2-core
+machine shared with other jobs, so wall times vary by ~2x):
+
+    model        accuracy  fit (wall)   whole run: wall / CPU (user)
+    rnn          99.90%    103-132 s    125-157 s / 107-126 s
+    transformer  99.90%    127-158 s    163-205 s / 135-161 s
+
+The fit time includes the XLA compilation of the training step. With
+`--beams 4` the Transformer keeps 99.90% (the same two errors, both on the
+longest inputs) and decodes the 2000 dates in 17 s instead of 8 s.
 
 Run: `python examples/nlp/translate_dates.py --output-dir outputs/dates`
+(`--model transformer` for the Transformer).
 """
 
 import argparse
@@ -32,6 +60,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
+from keras_attention.decoding import beam_search  # noqa: E402
 from keras_attention.decoding import greedy_search  # noqa: E402
 
 # ---------------------------------------------------------------------------
@@ -161,12 +190,11 @@ def build_rnn_model(
 ):
     """BiGRU encoder + GRU decoder with Bahdanau or Luong attention.
 
-    Returns `(model, encode, make_step_fn)`: the training model
-    `(source_ids, decoder_inputs) -> logits` (teacher forcing), `encode(ids)
-    -> (memory_cache, initial_state)` and `make_step_fn(memory_cache)`, which
-    gives the `step_fn(tokens, state, index) -> (logits, state, alignment)`
-    that `keras_attention.decoding.greedy_search` runs. The three share the
-    trained layers.
+    Returns `(model, search)`: the training model `(source_ids,
+    decoder_inputs) -> logits` (teacher forcing) and `search(source_ids,
+    start_id, end_id, num_beams) -> (ids, attention)`, greedy or beam
+    search over `TARGET_LENGTH` steps with the same layers (see
+    `DateTranslator`). `attention` is `(B, 1, 1, T, S)`: one layer, one head.
     """
     source = keras.Input((None,), dtype="int32", name="source_ids")
     decoder_inputs = keras.Input((None,), dtype="int32", name="decoder_inputs")
@@ -200,27 +228,80 @@ def build_rnn_model(
     hidden = decoder(target_embedding(decoder_inputs), memory)
     model = keras.Model([source, decoder_inputs], readout(hidden), name="rnn_seq2seq")
 
-    def encode(source_ids):
-        """Memory cache and initial state for step-by-step decoding."""
+    def search(source_ids, start_id, end_id, num_beams=1):
         memory = encoder(source_embedding(source_ids))
         cache = decoder.prepare_memory(memory, source_ids != 0)
-        return cache, decoder.get_initial_state(keras.ops.shape(source_ids)[0])
+        state = decoder.get_initial_state(keras.ops.shape(source_ids)[0])
+        # Beam search runs B * num_beams rows: the memory follows.
+        cache = keras.tree.map_structure(
+            lambda x: keras.ops.repeat(x, num_beams, axis=0), cache
+        )
 
-    def make_step_fn(cache):
         def step_fn(tokens, state, index):
             output, state, alignment = decoder.step(
                 target_embedding(tokens), state, cache
             )
             return readout(output), state, alignment
 
-        return step_fn
+        start = keras.ops.full(keras.ops.shape(source_ids)[:1], start_id, "int32")
+        if num_beams == 1:
+            ids, alignments = greedy_search(
+                step_fn, start, state, TARGET_LENGTH, end_token=end_id
+            )
+        else:
+            ids, alignments, _ = beam_search(
+                step_fn, start, state, TARGET_LENGTH, end_id, num_beams=num_beams
+            )
+        return ids, alignments[:, None, None]  # (B, 1, 1, T, S)
 
-    return model, encode, make_step_fn
+    return model, search
 
 
-# `--model transformer` will get a `build_transformer_model(...)` with the
-# same return values (training model, `encode`, `make_step_fn`).
-MODEL_BUILDERS = {"rnn": build_rnn_model}
+def build_transformer_model(
+    source_vocab_size,
+    target_vocab_size,
+    hidden_dim=64,
+    num_heads=4,
+    num_layers=2,
+    dropout=0.0,
+):
+    """`keras_attention.models.Transformer`: `num_layers` + `num_layers` blocks.
+
+    Post-LN blocks as in the paper, sinusoidal positions, a feed-forward
+    width of `4 * hidden_dim`. Returns `(model, search)` as
+    `build_rnn_model`; `search` is the model's KV-cached `generate` (traced
+    into the caller's XLA function), and `attention` holds the
+    cross-attention of every layer and head, `(B, L, N, T, S)`.
+    """
+    model = ka.models.Transformer(
+        source_vocab_size,
+        target_vocab_size,
+        hidden_dim=hidden_dim,
+        num_heads=num_heads,
+        intermediate_dim=4 * hidden_dim,
+        num_encoder_layers=num_layers,
+        num_decoder_layers=num_layers,
+        dropout=dropout,
+        max_length=TARGET_LENGTH,
+        name="transformer",
+    )
+    model.build()  # so that `model.summary()` can count the weights
+
+    def search(source_ids, start_id, end_id, num_beams=1):
+        return model.generate(
+            source_ids,
+            max_length=TARGET_LENGTH,
+            start_id=start_id,
+            end_id=end_id,
+            num_beams=num_beams,
+            return_attention_scores=True,
+            jit_compile=False,  # DateTranslator.translate_ids compiles it.
+        )
+
+    return model, search
+
+
+MODEL_BUILDERS = {"rnn": build_rnn_model, "transformer": build_transformer_model}
 
 
 # ---------------------------------------------------------------------------
@@ -231,31 +312,29 @@ MODEL_BUILDERS = {"rnn": build_rnn_model}
 class DateTranslator(tf.Module):
     """Raw date strings -> ISO strings, with the trained layers.
 
-    `translate_ids` is the XLA-compiled greedy search; `__call__` wraps it
-    with the string pre- and post-processing (not XLA-compilable) and is the
-    SavedModel's serving signature.
+    `translate_ids` is the XLA-compiled greedy (or beam) search of either
+    model; `__call__` wraps it with the string pre- and post-processing (not
+    XLA-compilable) and is the SavedModel's serving signature.
     """
 
-    def __init__(self, model, encode, make_step_fn, vocab):
+    def __init__(self, model, search, vocab, num_beams=1):
         super().__init__()
         self.model = model
         self.source_vectorizer, self.target_lookup, self.target_chars = vocab
-        self._encode = encode
-        self._make_step_fn = make_step_fn
+        self._search = search
+        self.num_beams = num_beams
         self.start_id = int(self.target_lookup(tf.constant(START)))
         self.end_id = int(self.target_lookup(tf.constant(END)))
 
-    @tf.function(jit_compile=True, reduce_retracing=True)
+    # One signature for evaluation and export: traced once, compiled per shape.
+    @tf.function(
+        input_signature=[tf.TensorSpec([None, None], tf.int64, name="source_ids")],
+        jit_compile=True,
+    )
     def translate_ids(self, source_ids):
-        """`(B, S)` source ids -> `(B, TARGET_LENGTH)` ids and alignments."""
-        cache, state = self._encode(source_ids)
-        start = tf.fill(tf.shape(source_ids)[:1], self.start_id)
-        return greedy_search(
-            self._make_step_fn(cache),
-            start,
-            state,
-            max_length=TARGET_LENGTH,
-            end_token=self.end_id,
+        """`(B, S)` ids -> `(B, TARGET_LENGTH)` ids, attention `(B, L, N, T, S)`."""
+        return self._search(
+            tf.cast(source_ids, "int32"), self.start_id, self.end_id, self.num_beams
         )
 
     def ids_to_strings(self, ids):
@@ -271,17 +350,32 @@ class DateTranslator(tf.Module):
 
 
 def translate(translator, sources, batch_size=500):
-    """ISO strings and alignments `(N, TARGET_LENGTH, S)` for `sources`."""
-    outputs, alignments = [], []
+    """ISO strings and attention `(N, L, heads, TARGET_LENGTH, S)` for `sources`."""
+    outputs, attention = [], []
     for i in range(0, len(sources), batch_size):
         ids = translator.source_vectorizer(tf.constant(sources[i : i + batch_size]))
-        tokens, align = translator.translate_ids(ids)
+        tokens, weights = translator.translate_ids(ids)
         outputs += [s.decode() for s in translator.ids_to_strings(tokens).numpy()]
-        alignments.append(align.numpy())
-    return outputs, np.concatenate(alignments)
+        attention.append(weights.numpy())
+    return outputs, np.concatenate(attention)
 
 
-def save_heatmaps(sources, predictions, alignments, path):
+def attention_panels(attention, layer=-1, heads=(0, 1)):
+    """Chosen heads of one layer, plus their average when there are several.
+
+    `attention` is `(L, N, T, S)` for one example; returns `[(title, (T,
+    S))]`. The RNN's single alignment (L = N = 1) is one panel.
+    """
+    weights = attention[layer]  # (N, T, S)
+    if len(weights) == 1:
+        return [("alignment", weights[0])]
+    name = f"layer {layer % len(attention) + 1}"
+    panels = [(f"{name}, head {h}", weights[h]) for h in heads if h < len(weights)]
+    return panels + [(f"{name}, mean of {len(weights)} heads", weights.mean(0))]
+
+
+def save_heatmaps(sources, predictions, attention, path, layer=-1, heads=(0, 1)):
+    """One column per example, one row per attention panel."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -289,20 +383,31 @@ def save_heatmaps(sources, predictions, alignments, path):
 
     from keras_attention.visualization import plot_attention
 
-    fig, axes = plt.subplots(1, len(sources), figsize=(6 * len(sources), 4.5))
-    for ax, source, prediction, weights in zip(
-        axes, sources, predictions, alignments, strict=True
+    panels = [attention_panels(a, layer, heads) for a in attention]
+    rows, cols = len(panels[0]), len(sources)
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4.5 * rows), squeeze=False)
+    for col, (source, prediction, example_panels) in enumerate(
+        zip(sources, predictions, panels, strict=True)
     ):
-        plot_attention(
-            weights,
-            ["\u2423" if c == " " else c for c in source.lower()],
-            (list(prediction) + [END])[: len(weights)],
-            ax=ax,
-            title=f"{source!r} -> {prediction}",
-        )
+        for row, (name, weights) in enumerate(example_panels):
+            title = f"{source!r} -> {prediction}"
+            plot_attention(
+                weights,
+                ["\u2423" if c == " " else c for c in source.lower()],
+                (list(prediction) + [END])[: len(weights)],
+                ax=axes[row, col],
+                title=title if rows == 1 else f"{title}\n{name}",
+            )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+# Per-model defaults of the flags that differ (measured in the header).
+MODEL_DEFAULTS = {
+    "rnn": dict(epochs=4, units=128, learning_rate=3e-3, warmup_steps=0),
+    "transformer": dict(epochs=4, units=64, learning_rate=3e-3, warmup_steps=150),
+}
 
 
 def parse_args(argv):
@@ -313,20 +418,38 @@ def parse_args(argv):
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+
+    def per_model(name, text):  # a flag whose default depends on --model
+        values = ", ".join(f"{m}: {d[name]}" for m, d in MODEL_DEFAULTS.items())
+        return dict(default=argparse.SUPPRESS, help=f"{text} (default {values})")
+
     parser.add_argument("--model", choices=sorted(MODEL_BUILDERS), default="rnn",
                         help="model family")  # fmt: skip
     parser.add_argument("--attention", choices=["bahdanau", "luong"],
                         default="bahdanau", help="attention style of the RNN decoder")  # fmt: skip
-    parser.add_argument("--epochs", type=int, default=4, help="training epochs")
+    parser.add_argument("--epochs", type=int, **per_model("epochs", "training epochs"))
     parser.add_argument("--num-train", type=int, default=20000,
                         help="number of generated training dates")  # fmt: skip
     parser.add_argument("--num-test", type=int, default=2000,
                         help="number of held-out dates for the exact-match accuracy")  # fmt: skip
     parser.add_argument("--batch-size", type=int, default=128, help="batch size")
-    parser.add_argument("--learning-rate", type=float, default=3e-3,
-                        help="Adam learning rate (cosine decay to 0)")  # fmt: skip
-    parser.add_argument("--units", type=int, default=128,
-                        help="decoder GRU units (encoder: half per direction)")  # fmt: skip
+    parser.add_argument("--learning-rate", type=float, **per_model(
+        "learning_rate", "Adam peak learning rate, cosine decay to 0"))  # fmt: skip
+    parser.add_argument("--warmup-steps", type=int, **per_model(
+        "warmup_steps", "linear learning-rate warm-up steps"))  # fmt: skip
+    parser.add_argument("--units", type=int, **per_model(
+        "units", "model width: RNN decoder units (encoder: half per direction) "
+        "or Transformer d_model"))  # fmt: skip
+    parser.add_argument("--num-heads", type=int, default=4,
+                        help="Transformer attention heads")  # fmt: skip
+    parser.add_argument("--num-layers", type=int, default=2,
+                        help="Transformer encoder and decoder blocks (each)")  # fmt: skip
+    parser.add_argument("--dropout", type=float, default=0.0,
+                        help="Transformer dropout rate")  # fmt: skip
+    parser.add_argument("--beams", type=int, default=1,
+                        help="beam width at test time (1: greedy search)")  # fmt: skip
+    parser.add_argument("--plot-heads", type=int, nargs="+", default=[0, 1],
+                        help="Transformer heads of the last layer to plot (and their mean)")  # fmt: skip
     parser.add_argument("--max-source-length", type=int, default=32,
                         help="source characters kept (longer inputs are cut)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=1337, help="random seed")
@@ -334,7 +457,34 @@ def parse_args(argv):
                         help="where the heat-maps and the SavedModel go")  # fmt: skip
     parser.add_argument("--no-export", action="store_true",
                         help="skip the SavedModel export and reload check")  # fmt: skip
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for name, value in MODEL_DEFAULTS[args.model].items():
+        if not hasattr(args, name):
+            setattr(args, name, value)
+    return args
+
+
+def build_model(args, vocab):
+    """The chosen model family with the flags that concern it."""
+    sizes = dict(
+        source_vocab_size=vocab[0].vocabulary_size(),
+        target_vocab_size=vocab[1].vocabulary_size(),
+    )
+    if args.model == "rnn":
+        return build_rnn_model(
+            **sizes,
+            attention=args.attention,
+            encoder_units=args.units // 2,
+            decoder_units=args.units,
+            attention_units=args.units // 2,
+        )
+    return build_transformer_model(
+        **sizes,
+        hidden_dim=args.units,
+        num_heads=args.num_heads,
+        num_layers=args.num_layers,
+        dropout=args.dropout,
+    )
 
 
 def main(argv=None):
@@ -355,18 +505,17 @@ def main(argv=None):
 
     vocab = make_vocabularies(train_src, args.max_source_length)
     train_ds = make_dataset(train_src, train_tgt, vocab, args.batch_size, args.seed)
-    model, encode, make_step_fn = MODEL_BUILDERS[args.model](
-        source_vocab_size=vocab[0].vocabulary_size(),
-        target_vocab_size=vocab[1].vocabulary_size(),
-        attention=args.attention,
-        encoder_units=args.units // 2,
-        decoder_units=args.units,
-        attention_units=args.units // 2,
-    )
+    model, search = build_model(args, vocab)
     steps = args.epochs * len(train_ds)
+    warmup = min(args.warmup_steps, steps // 2)
     model.compile(
         optimizer=keras.optimizers.Adam(
-            keras.optimizers.schedules.CosineDecay(args.learning_rate, steps),
+            keras.optimizers.schedules.CosineDecay(
+                0.0 if warmup else args.learning_rate,
+                steps - warmup,
+                warmup_target=args.learning_rate if warmup else None,
+                warmup_steps=warmup,
+            ),
             clipnorm=1.0,
         ),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -384,13 +533,14 @@ def main(argv=None):
     train_seconds = time.perf_counter() - start
     print(f"Training time: {train_seconds:.1f} s")
 
-    translator = DateTranslator(model, encode, make_step_fn, vocab)
+    translator = DateTranslator(model, search, vocab, args.beams)
     start = time.perf_counter()
-    predictions, alignments = translate(translator, test_src)
+    predictions, attention = translate(translator, test_src)
     accuracy = np.mean([p == t for p, t in zip(predictions, test_tgt, strict=True)])
     print(
         f"Exact-match accuracy on {len(test_src)} held-out dates: {accuracy:.2%} "
-        f"(greedy decoding, {time.perf_counter() - start:.1f} s)"
+        f"({'greedy' if args.beams == 1 else f'{args.beams}-beam'} search, "
+        f"{time.perf_counter() - start:.1f} s)"
     )
     for s, p, t in list(zip(test_src, predictions, test_tgt, strict=True))[:8]:
         print(f"  {s!r:36} -> {p}  {'ok' if p == t else 'WRONG, expected ' + t}")
@@ -407,8 +557,9 @@ def main(argv=None):
     save_heatmaps(
         [test_src[i] for i in picks],
         [predictions[i] for i in picks],
-        [alignments[i] for i in picks],
+        [attention[i] for i in picks],
         heatmap_path,
+        heads=args.plot_heads,
     )
     print(f"Saved alignment heat-maps to {heatmap_path}")
 

@@ -182,7 +182,7 @@ def beam_search(
     aux_flat = [] if aux is None else keras.tree.flatten(aux)
     aux_bufs = [
         write(
-            ops.zeros((batch * k, max_length) + tuple(a.shape[1:]), a.dtype),
+            ops.zeros((batch * k, max_length) + tuple(ops.shape(a)[1:]), a.dtype),
             zero,
             rows,
             a,
@@ -215,7 +215,7 @@ def beam_search(
 
     def select(x):
         x = _take_rows(x, rows)
-        x = ops.reshape(x, (batch, k) + tuple(x.shape[1:]))
+        x = ops.reshape(x, (batch, k) + tuple(ops.shape(x)[1:]))
         return x if return_all_beams else x[:, 0]
 
     tokens = select(token_buf)

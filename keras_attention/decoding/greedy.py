@@ -88,7 +88,9 @@ def greedy_search(
         ops.full((batch_size, max_length), pad_token, dtype="int32"), 0, tokens
     )
     aux_bufs = [
-        _write(ops.zeros((batch_size, max_length) + tuple(a.shape[1:]), a.dtype), 0, a)
+        _write(
+            ops.zeros((batch_size, max_length) + tuple(ops.shape(a)[1:]), a.dtype), 0, a
+        )
         for a in aux_flat
     ]
     finished = is_end(tokens)

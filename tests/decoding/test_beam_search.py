@@ -168,3 +168,27 @@ def test_all_beams_sorted_and_compiled_once(rng):
 def test_bad_arguments(kwargs, name, rng):
     with pytest.raises(ValueError, match=f"`{name}`"):
         beam_search(_table_step(_random_table(rng, 3)), np.array([1]), (), **kwargs)
+
+
+def test_aux_with_a_dimension_unknown_when_traced():
+    # E.g. attention over a source whose length is only known at run time.
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32)])
+    def decode(memory):
+        def step_fn(tokens, state, index):
+            rows = ops.shape(tokens)[0]  # B * num_beams
+            aux = ops.ones((rows, ops.shape(memory)[1])) * ops.cast(
+                index + 1, "float32"
+            )
+            return 3.0 * ops.one_hot(tokens + 1, 10), state, aux
+
+        start = ops.zeros(ops.shape(memory)[:1], "int32")
+        tokens, aux, _ = beam_search(step_fn, start, (), max_length=3, num_beams=2)
+        return tokens, aux
+
+    tokens, aux = decode(np.zeros((2, 4), "float32"))
+    np.testing.assert_array_equal(tokens, [[1, 2, 3], [1, 2, 3]])
+    np.testing.assert_array_equal(
+        aux, np.broadcast_to([[1.0], [2.0], [3.0]], (2, 3, 4))
+    )

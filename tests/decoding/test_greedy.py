@@ -108,3 +108,20 @@ def test_bad_max_length(max_length):
 def test_bad_start_tokens():
     with pytest.raises(ValueError, match="`start_tokens` must have rank 1"):
         greedy_search(_counting_step_fn, np.array([[1]]), 0, max_length=2)
+
+
+def test_aux_with_a_dimension_unknown_when_traced():
+    # E.g. attention over a source whose length is only known at run time.
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32)])
+    def decode(memory):
+        def step_fn(tokens, state, index):
+            aux = memory * keras.ops.cast(index + 1, "float32")  # (B, S)
+            return keras.ops.one_hot(tokens + 1, 10), state, aux
+
+        start = keras.ops.zeros(keras.ops.shape(memory)[:1], "int32")
+        return greedy_search(step_fn, start, (), max_length=3)
+
+    memory = np.arange(8, dtype="float32").reshape(2, 4)
+    tokens, aux = decode(memory)
+    np.testing.assert_array_equal(tokens, [[1, 2, 3], [1, 2, 3]])
+    np.testing.assert_allclose(aux, memory[:, None] * np.array([1, 2, 3])[:, None])

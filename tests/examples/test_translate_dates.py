@@ -3,6 +3,7 @@
 import importlib.util
 import pathlib
 
+import numpy as np
 import pytest
 
 SCRIPT = pathlib.Path(__file__).parents[2] / "examples" / "nlp" / "translate_dates.py"
@@ -55,3 +56,36 @@ def test_smoke_run_with_export(attention, tmp_path):
     assert (tmp_path / "alignments.png").stat().st_size > 0
     # main() raises if the reloaded SavedModel disagrees with the model.
     assert (tmp_path / "saved_model" / "saved_model.pb").exists()
+
+
+def test_transformer_smoke_run_with_export(tmp_path):
+    script = load_script()
+    result = script.main(
+        [
+            "--model", "transformer", "--num-train", "256", "--num-test", "64",
+            "--epochs", "1", "--batch-size", "64", "--units", "16",
+            "--num-heads", "2", "--num-layers", "1", "--output-dir", str(tmp_path),
+        ]
+    )  # fmt: skip
+    assert 0.0 <= result["accuracy"] <= 1.0
+    assert (tmp_path / "alignments.png").stat().st_size > 0
+    # main() raises if the reloaded SavedModel disagrees with the model.
+    assert (tmp_path / "saved_model" / "saved_model.pb").exists()
+
+
+def test_attention_panels_pick_heads_and_average():
+    script = load_script()
+    rng = np.random.default_rng(0)
+    attention = rng.random((2, 4, 3, 5))  # (L, N, T, S)
+    panels = script.attention_panels(attention, layer=-1, heads=[1, 3])
+    assert [name for name, _ in panels] == [
+        "layer 2, head 1",
+        "layer 2, head 3",
+        "layer 2, mean of 4 heads",
+    ]
+    np.testing.assert_array_equal(panels[1][1], attention[1, 3])
+    np.testing.assert_allclose(panels[2][1], attention[1].mean(0))
+    # The RNN's single alignment is one panel.
+    ((name, weights),) = script.attention_panels(attention[:1, :1])
+    assert name == "alignment"
+    np.testing.assert_array_equal(weights, attention[0, 0])

@@ -154,3 +154,17 @@ def test_bad_arguments():
         Transformer(10, 10, hidden_dim=8, num_heads=2, position_encoding="rotary")
     with pytest.raises(ValueError, match="`encoder_vocabulary_size`"):
         Transformer(0, 10)
+
+
+def test_generate_with_several_source_lengths():
+    # The second length retraces the compiled search with an unknown length.
+    model = _model(num_encoder_layers=1, num_decoder_layers=1)
+    rng = np.random.default_rng(0)
+    for length in (5, 7):
+        src = rng.integers(3, 12, size=(2, length))
+        tokens, weights = model.generate(
+            src, max_length=4, num_beams=2, return_attention_scores=True
+        )
+        assert tuple(weights.shape) == (2, 1, 2, 4, length)
+    eager = model.generate(src, max_length=4, num_beams=2, jit_compile=False)
+    np.testing.assert_array_equal(tokens, eager)
