@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-large lint format clean
+.PHONY: venv demo test test-large bench lint format clean
 
 venv: $(STAMP)
 
@@ -24,6 +24,12 @@ test: $(STAMP)
 
 test-large: $(STAMP)
 	$(PY) -m pytest -q -n 2 -m "" $(PYTEST_ARGS)
+
+# One process (a fresh child per memory point); prints markdown tables.
+# BENCH_ARGS="--sections layer --rounds 7" to narrow it; see benchmarks/README.md.
+BENCH_ARGS ?=
+bench: $(STAMP)
+	PYTHONPATH=. $(PY) benchmarks/bench.py $(BENCH_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check keras_attention tests examples benchmarks
