@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-large test-jax lint format clean
+.PHONY: venv demo test test-large test-jax bench lint format clean
 
 venv: $(STAMP)
 
@@ -29,6 +29,12 @@ test-large: $(STAMP)
 test-jax: $(STAMP)
 	$(PY) -m pip install -q -e ".[all,jax]"
 	KERAS_BACKEND=jax $(PY) -m pytest -q -n 2 tests/ops tests/layers tests/test_scores.py $(PYTEST_ARGS)
+
+# One process (a fresh child per memory point); prints markdown tables.
+# BENCH_ARGS="--sections layer --rounds 7" to narrow it; see benchmarks/README.md.
+BENCH_ARGS ?=
+bench: $(STAMP)
+	PYTHONPATH=. $(PY) benchmarks/bench.py $(BENCH_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check keras_attention tests examples benchmarks

@@ -71,6 +71,15 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel_initializer: initializer of the projection kernels.
         bias_initializer: initializer of the biases.
         seed: seed of the dropouts.
+        attention_impl: `"auto"`, `"dense"` or `"chunked"`. `"chunked"` is
+            exact attention in O(T + S) memory instead of O(T S)
+            (`keras_attention.ops.chunked_attention`: an online softmax over
+            key blocks, recomputation in the backward pass); it handles
+            padding and causal masks but not `attention_mask`,
+            `return_attention_scores` or attention dropout while training
+            (a ValueError says which). `"auto"` takes it when it applies and
+            `T * S >= keras_attention.ops.CHUNKED_MIN_SIZE` (2048 * 2048),
+            the dense path otherwise.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -119,9 +128,12 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         seed=None,
+        attention_impl="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        ka_ops.check_attention_impl(attention_impl)
+        self.attention_impl = attention_impl
         check_positive_int("num_heads", num_heads)
         check_positive_int("key_dim", key_dim)
         check_positive_int("value_dim", value_dim, allow_none=True)
@@ -361,34 +373,28 @@ class MultiHeadAttention(keras.layers.Layer):
                     # Positions not written yet hold no key.
                     written = ops.shape(q)[1] + cache_index
                     positions = ops.arange(ops.shape(k)[1], dtype="int32")
-                    valid_keys = ops.less(positions, written)[None, None, :]
+                    valid_keys = ops.less(positions, written)[None, :]  # (1, S)
         elif cache_index is not None:
             raise ValueError(
                 "`cache_index` needs a `cache`. Received: cache=None, "
                 f"cache_index={cache_index}"
             )
-        mask = ka_ops.compute_attention_mask(
-            query,
-            k,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
-            use_causal_mask=use_causal_mask,
-            causal_offset=causal_offset,
-        )
-        mask = ka_ops.merge_masks(mask, valid_keys)
-        if mask is not None:
-            mask = mask[:, None]  # (B, 1, T, S): the same for every head
-        heads, weights = ka_ops.dot_product_attention(
+        heads, weights = ka_ops.multi_head_attention(
             q,
             k,
             v,
-            mask=mask,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            key_mask=ka_ops.merge_masks(key_mask, valid_keys),
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+            causal_offset=causal_offset,
+            attention_impl=self.attention_impl,
+            return_weights=return_attention_scores,
             dropout_rate=self.attention_dropout,
             seed=self.seed_generator,
             training=training,
-        )  # (B, T, N, Hv), (B, N, T, S)
+        )  # (B, T, N, Hv), (B, N, T, S) or None
         output = self._dense(
             heads, self.output_kernel, self.output_bias
         )  # (B, T, output_dim)
@@ -419,4 +425,5 @@ class MultiHeadAttention(keras.layers.Layer):
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             "seed": self.seed,
+            "attention_impl": self.attention_impl,
         }

@@ -1,4 +1,5 @@
 import keras
+from keras import ops
 
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
 from keras_attention.layers.validation import check_rank
@@ -88,8 +89,15 @@ class MultiHeadSelfAttention(MultiHeadAttention):
 
     def _project_qkv(self, x):
         n, h = self._heads()
-        qkv = self._dense(x, self.qkv_kernel, self.qkv_bias, (3, n, h))
-        return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # 3 x (B, T, N, H)
+        qkv = self._dense(x, self.qkv_kernel, self.qkv_bias)  # (B, T, 3 N H)
+        # `split` (backward: one concat), not strided slices of a
+        # (B, T, 3, N, H) tensor (backward: three zero-filled full-size
+        # gradients added up; measurable in graph mode).
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        return tuple(
+            ops.reshape(part, (batch, length, n, h))
+            for part in ops.split(qkv, 3, axis=-1)
+        )  # 3 x (B, T, N, H)
 
     def _projection(self, x, i):
         """Block `i` (0 = Q, 1 = K, 2 = V) of the fused projection alone."""

@@ -3,6 +3,7 @@ from keras import ops
 
 from keras_attention.layers.transformer_decoder_block import TransformerDecoderBlock
 from keras_attention.layers.transformer_layer_utils import block_config
+from keras_attention.layers.transformer_layer_utils import check_attention_impl
 from keras_attention.layers.transformer_layer_utils import check_block_arguments
 from keras_attention.layers.transformer_layer_utils import head_size
 from keras_attention.layers.transformer_layer_utils import offset_seed
@@ -29,7 +30,7 @@ class TransformerDecoder(keras.layers.Layer):
         num_layers: number of blocks.
         num_heads, intermediate_dim, dropout, attention_dropout, activation,
         normalize_first, layer_norm_epsilon, kernel_initializer,
-        bias_initializer, seed: as `TransformerDecoderBlock`.
+        bias_initializer, seed, attention_impl: as `TransformerDecoderBlock`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -78,9 +79,12 @@ class TransformerDecoder(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         seed=None,
+        attention_impl="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_attention_impl(attention_impl)
+        self.attention_impl = attention_impl
         check_positive_int("num_layers", num_layers)
         check_block_arguments(num_heads, intermediate_dim, dropout, attention_dropout)
         self.num_layers = num_layers
@@ -183,14 +187,18 @@ class TransformerDecoder(keras.layers.Layer):
                     else cross_attention_cache[:, i]
                 ),
                 use_causal_mask=use_causal_mask,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
                 training=training,
             )
-            x = outputs[0]
-            for key, w in outputs[1].items():
-                weights.setdefault(key, []).append(w)
+            if not isinstance(outputs, tuple | list):
+                outputs = (outputs,)
+            outputs = list(outputs)
+            x = outputs.pop(0)
+            if return_attention_scores:
+                for key, w in outputs.pop(0).items():
+                    weights.setdefault(key, []).append(w)
             if cache is not None:
-                caches.append(outputs[2])
+                caches.append(outputs.pop(0))
         if self.final_norm is not None:
             x = self.final_norm(x)
         outputs = (x,)

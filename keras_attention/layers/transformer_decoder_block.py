@@ -4,6 +4,7 @@ from keras_attention.layers.multi_head_attention import MultiHeadAttention
 from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attention.layers.transformer_layer_utils import FeedForward
 from keras_attention.layers.transformer_layer_utils import block_config
+from keras_attention.layers.transformer_layer_utils import check_attention_impl
 from keras_attention.layers.transformer_layer_utils import check_block_arguments
 from keras_attention.layers.transformer_layer_utils import clone_initializer
 from keras_attention.layers.transformer_layer_utils import head_size
@@ -46,6 +47,9 @@ class TransformerDecoderBlock(keras.layers.Layer):
         kernel_initializer: initializer of every kernel.
         bias_initializer: initializer of every bias.
         seed: seed of the dropouts.
+        attention_impl: `"auto"`, `"dense"` or `"chunked"` (exact,
+            O(L)-memory attention), passed to the attention sublayers; see
+            `MultiHeadAttention`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -93,9 +97,12 @@ class TransformerDecoderBlock(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         seed=None,
+        attention_impl="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_attention_impl(attention_impl)
+        self.attention_impl = attention_impl
         check_block_arguments(num_heads, intermediate_dim, dropout, attention_dropout)
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
@@ -139,6 +146,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
             self.num_heads,
             key_dim,
             attention_dropout=rate,
+            attention_impl=self.attention_impl,
             name="self_attention",
             **self._sublayer_kwargs(1),
         )
@@ -152,6 +160,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
                 self.num_heads,
                 key_dim,
                 attention_dropout=rate,
+                attention_impl=self.attention_impl,
                 name="cross_attention",
                 **self._sublayer_kwargs(3),
             )
@@ -226,14 +235,18 @@ class TransformerDecoderBlock(keras.layers.Layer):
                 x,
                 query_mask=decoder_padding_mask,
                 use_causal_mask=use_causal_mask,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
                 training=training,
                 cache=self_attention_cache,
                 cache_index=self_attention_cache_index,
             )
-            weights["self_attention"] = outputs[1]
+            if not isinstance(outputs, tuple | list):
+                return outputs
+            outputs = list(outputs)
+            if return_attention_scores:
+                weights["self_attention"] = outputs.pop(1)
             if self_attention_cache is not None:
-                new_cache.append(outputs[2])
+                new_cache.append(outputs[1])
             return outputs[0]
 
         def cross_attention(x):
@@ -242,11 +255,14 @@ class TransformerDecoderBlock(keras.layers.Layer):
                 encoder_sequence,
                 query_mask=decoder_padding_mask,
                 value_mask=encoder_padding_mask,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
                 training=training,
                 cache=cross_attention_cache,
             )
-            weights["cross_attention"] = outputs[1]
+            if not isinstance(outputs, tuple | list):
+                return outputs
+            if return_attention_scores:
+                weights["cross_attention"] = outputs[1]
             return outputs[0]
 
         def feedforward(x):

@@ -3,6 +3,7 @@ from keras import ops
 
 from keras_attention.layers.transformer_encoder_block import TransformerEncoderBlock
 from keras_attention.layers.transformer_layer_utils import block_config
+from keras_attention.layers.transformer_layer_utils import check_attention_impl
 from keras_attention.layers.transformer_layer_utils import check_block_arguments
 from keras_attention.layers.transformer_layer_utils import offset_seed
 from keras_attention.layers.validation import check_positive_int
@@ -22,7 +23,7 @@ class TransformerEncoder(keras.layers.Layer):
         num_layers: number of blocks.
         num_heads, intermediate_dim, dropout, attention_dropout, activation,
         normalize_first, layer_norm_epsilon, kernel_initializer,
-        bias_initializer, seed: as `TransformerEncoderBlock`.
+        bias_initializer, seed, attention_impl: as `TransformerEncoderBlock`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -63,9 +64,12 @@ class TransformerEncoder(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         seed=None,
+        attention_impl="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_attention_impl(attention_impl)
+        self.attention_impl = attention_impl
         check_positive_int("num_layers", num_layers)
         check_block_arguments(num_heads, intermediate_dim, dropout, attention_dropout)
         self.num_layers = num_layers
@@ -115,13 +119,15 @@ class TransformerEncoder(keras.layers.Layer):
         x = inputs  # (B, T, D)
         weights = []
         for block in self.blocks:
-            x, w = block(
+            x = block(
                 x,
                 padding_mask=padding_mask,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
                 training=training,
             )
-            weights.append(w)  # (B, N, T, T)
+            if return_attention_scores:
+                x, w = x
+                weights.append(w)  # (B, N, T, T)
         if self.final_norm is not None:
             x = self.final_norm(x)
         if return_attention_scores:

@@ -3,6 +3,7 @@ import keras
 from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attention.layers.transformer_layer_utils import FeedForward
 from keras_attention.layers.transformer_layer_utils import block_config
+from keras_attention.layers.transformer_layer_utils import check_attention_impl
 from keras_attention.layers.transformer_layer_utils import check_block_arguments
 from keras_attention.layers.transformer_layer_utils import clone_initializer
 from keras_attention.layers.transformer_layer_utils import head_size
@@ -36,6 +37,9 @@ class TransformerEncoderBlock(keras.layers.Layer):
         kernel_initializer: initializer of every kernel.
         bias_initializer: initializer of every bias.
         seed: seed of the dropouts.
+        attention_impl: `"auto"`, `"dense"` or `"chunked"` (exact,
+            O(L)-memory attention), passed to the attention sublayers; see
+            `MultiHeadAttention`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -74,9 +78,12 @@ class TransformerEncoderBlock(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         seed=None,
+        attention_impl="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_attention_impl(attention_impl)
+        self.attention_impl = attention_impl
         check_block_arguments(num_heads, intermediate_dim, dropout, attention_dropout)
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
@@ -107,6 +114,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
             key_dim,
             attention_dropout=self._attention_rate(),
             seed=self.seed,
+            attention_impl=self.attention_impl,
             name="self_attention",
             **init,
         )
@@ -147,13 +155,15 @@ class TransformerEncoderBlock(keras.layers.Layer):
         residual = x
         if self.normalize_first:
             x = self.attention_norm(x)
-        x, weights = self.self_attention(
+        x = self.self_attention(
             x,
             query_mask=padding_mask,
             attention_mask=attention_mask,
-            return_attention_scores=True,
+            return_attention_scores=return_attention_scores,
             training=training,
         )
+        if return_attention_scores:
+            x, weights = x
         x = residual + self.attention_dropout_layer(x, training=training)
         if not self.normalize_first:
             x = self.attention_norm(x)

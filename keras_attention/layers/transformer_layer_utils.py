@@ -5,6 +5,7 @@ import keras
 from keras_attention.layers.validation import check_positive_int
 from keras_attention.layers.validation import check_rank
 from keras_attention.layers.validation import check_rate
+from keras_attention.ops import check_attention_impl  # noqa: F401
 
 
 def check_block_arguments(num_heads, intermediate_dim, dropout, attention_dropout):
@@ -86,6 +87,7 @@ def block_config(layer):
         "kernel_initializer": keras.initializers.serialize(layer.kernel_initializer),
         "bias_initializer": keras.initializers.serialize(layer.bias_initializer),
         "seed": layer.seed,
+        "attention_impl": layer.attention_impl,
     }
 
 

@@ -1,8 +1,13 @@
 """Pure `keras.ops` functions: the attention maths, written once."""
 
+from keras_attention.ops.attention import ATTENTION_IMPLS
+from keras_attention.ops.attention import CHUNKED_MIN_SIZE
 from keras_attention.ops.attention import attention
 from keras_attention.ops.attention import attention_weights
+from keras_attention.ops.attention import check_attention_impl
+from keras_attention.ops.attention import choose_attention_impl
 from keras_attention.ops.attention import dot_product_attention
+from keras_attention.ops.attention import multi_head_attention
 from keras_attention.ops.attention import weighted_sum
 from keras_attention.ops.masks import band_mask
 from keras_attention.ops.masks import causal_mask
@@ -16,6 +21,11 @@ from keras_attention.ops.softmax import masked_log_softmax
 from keras_attention.ops.softmax import masked_softmax
 
 __all__ = [
+    "ATTENTION_IMPLS",
+    "CHUNKED_MIN_SIZE",
+    "check_attention_impl",
+    "choose_attention_impl",
+    "multi_head_attention",
     "attention",
     "attention_weights",
     "band_mask",
@@ -35,3 +45,7 @@ __all__ = [
 from keras_attention.ops.loops import recurrence  # noqa: E402
 
 __all__ += ["recurrence"]
+
+from keras_attention.ops.chunked_attention import chunked_attention  # noqa: E402
+
+__all__ += ["chunked_attention"]

@@ -5,6 +5,9 @@ import math
 import keras
 from keras import ops
 
+from keras_attention.ops.chunked_attention import chunked_attention
+from keras_attention.ops.masks import compute_attention_mask
+from keras_attention.ops.masks import merge_masks
 from keras_attention.ops.softmax import PROBABILITIES
 
 
@@ -125,3 +128,170 @@ def dot_product_attention(
     weights = attention_weights(logits, mask, "softmax", dropout_rate, seed, training)
     output = ops.einsum("bnts,bsnh->btnh", ops.cast(weights, value.dtype), value)
     return output, weights
+
+
+ATTENTION_IMPLS = ("auto", "dense", "chunked")
+
+# `attention_impl="auto"` switches to the chunked path when the score matrix
+# of one head, `T * S`, reaches this size. Measured (benchmarks/README.md,
+# "Choosing the threshold"; B=1, 8 heads, key_dim 64, forward+backward under
+# XLA on a 2-core CPU), chunked / dense time: 1.35 at L=1024, 1.23 at 2048,
+# 1.19 at 4096. The dense path is never much faster, while its memory (4 B N
+# T S bytes per (T, S) tensor, several alive in the backward pass) grows
+# quadratically: at L=2048 it already holds ~0.4 GiB of weights per example.
+CHUNKED_MIN_SIZE = 2048 * 2048
+
+
+def check_attention_impl(attention_impl):
+    """ValueError unless `attention_impl` is one of `ATTENTION_IMPLS`."""
+    if attention_impl not in ATTENTION_IMPLS:
+        raise ValueError(
+            f"`attention_impl` must be one of {list(ATTENTION_IMPLS)}. "
+            f"Received: attention_impl={attention_impl!r}"
+        )
+
+
+def choose_attention_impl(
+    attention_impl,
+    query_length,
+    key_length,
+    explicit_mask=False,
+    return_weights=False,
+    dropout_active=False,
+):
+    """`"dense"` or `"chunked"`: the path `multi_head_attention` will take.
+
+    The chunked path handles key padding, query padding and causal (with an
+    offset) masks, returns no weights and has no attention dropout. `"auto"`
+    takes it when it applies and `query_length * key_length` (static sizes)
+    is at least `CHUNKED_MIN_SIZE`; unknown lengths stay dense.
+    `"chunked"` where it does not apply raises a ValueError saying why.
+    """
+    check_attention_impl(attention_impl)
+    if attention_impl == "dense":
+        return "dense"
+    reasons = []
+    if explicit_mask:
+        reasons.append(
+            "an explicit `attention_mask` (only key/query padding and "
+            "`use_causal_mask` are supported)"
+        )
+    if return_weights:
+        reasons.append(
+            "`return_attention_scores=True` (the chunked path never holds "
+            "the (T, S) weights)"
+        )
+    if dropout_active:
+        reasons.append(
+            "active `attention_dropout` while training (the chunked path "
+            "has no attention dropout)"
+        )
+    if attention_impl == "chunked":
+        if reasons:
+            raise ValueError(
+                'attention_impl="chunked" cannot be used with '
+                + " nor with ".join(reasons)
+                + '. Use attention_impl="dense" or "auto". '
+                "Received: attention_impl='chunked'"
+            )
+        return "chunked"
+    if reasons or query_length is None or key_length is None:
+        return "dense"
+    if query_length * key_length < CHUNKED_MIN_SIZE:
+        return "dense"
+    return "chunked"
+
+
+def multi_head_attention(
+    query,
+    key,
+    value,
+    query_mask=None,
+    value_mask=None,
+    key_mask=None,
+    attention_mask=None,
+    use_causal_mask=False,
+    causal_offset=0,
+    attention_impl="auto",
+    return_weights=False,
+    dropout_rate=0.0,
+    seed=None,
+    training=False,
+):
+    """Multi-head attention with its masks, on the dense or chunked path.
+
+    The one place that chooses between `dot_product_attention` (dense,
+    O(T S) memory) and `chunked_attention` (exact, O(T + S) memory); see
+    `choose_attention_impl`. Both give the same output and gradients.
+
+    Args:
+        query: `(B, T, N, H)`.
+        key: `(B, S, N, H)`.
+        value: `(B, S, N, Hv)`.
+        query_mask: `(B, T)`; padded queries attend to nothing (output 0).
+        value_mask, key_mask: `(B, S)` (or `(1, S)`); padded keys get zero
+            weight.
+        attention_mask: `(B, T, S)`, any pattern (dense path only).
+        use_causal_mask: query `i` sees keys `j <= causal_offset + i`.
+        causal_offset: absolute position of the first query.
+        attention_impl: `"auto"`, `"dense"` or `"chunked"`.
+        return_weights: also return the weights (dense path only).
+        dropout_rate, seed, training: attention dropout (dense path only).
+
+    Returns:
+        `(output, weights)`: `(B, T, N, Hv)` and float32 `(B, N, T, S)`,
+        or `None` for the weights when they were not asked for.
+    """
+    impl = choose_attention_impl(
+        attention_impl,
+        query.shape[1],
+        key.shape[1],
+        explicit_mask=attention_mask is not None,
+        return_weights=return_weights,
+        dropout_active=bool(training) and dropout_rate > 0,
+    )
+    if impl == "dense":
+        mask = compute_attention_mask(
+            query,
+            key,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            key_mask=key_mask,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+            causal_offset=causal_offset,
+        )
+        if mask is not None:
+            mask = mask[:, None]  # (B, 1, T, S): the same for every head
+        output, weights = dot_product_attention(
+            query,
+            key,
+            value,
+            mask=mask,
+            dropout_rate=dropout_rate,
+            seed=seed,
+            training=training,
+        )
+        return output, (weights if return_weights else None)
+    # Validate the masks' shapes as the dense path does; the (B, T, S) mask
+    # itself is never built.
+    compute_attention_mask(
+        query, key, query_mask=query_mask, value_mask=value_mask, key_mask=key_mask
+    )
+    batch, s_len = ops.shape(key)[0], ops.shape(key)[1]
+    key_mask = merge_masks(value_mask, key_mask)
+    if key_mask is not None:
+        key_mask = ops.logical_and(
+            ops.cast(key_mask, "bool"), ops.ones((batch, s_len), dtype="bool")
+        )  # (B, S)
+    output = chunked_attention(
+        query,
+        key,
+        value,
+        key_mask=key_mask,
+        causal=use_causal_mask,
+        causal_offset=causal_offset,
+    )  # (B, T, N, Hv)
+    if query_mask is not None:
+        output = output * ops.cast(query_mask, output.dtype)[:, :, None, None]
+    return output, None

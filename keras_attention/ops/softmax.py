@@ -23,13 +23,21 @@ def masked_softmax(logits, mask=None, axis=-1):
     Masked entries are exactly 0 and a fully masked row is all zeros (not
     NaN, not uniform), with finite gradients.
     """
+    # `ops.softmax` is one fused kernel forward and backward (a hand-written
+    # max/exp/sum/divide chain costs four passes over the (T, S) tensor each
+    # way in graph mode). Masked entries are -1e30 below the row maximum, so
+    # their exp() is exactly 0 whenever the row keeps one entry; a fully
+    # masked row (uniform after the softmax) is zeroed by `keep`.
     x = masked_logits(logits, mask)
-    x = x - ops.stop_gradient(ops.max(x, axis=axis, keepdims=True))
-    e = ops.exp(x)
+    if x.shape[axis] == 1:  # ops.softmax warns on a size-1 axis
+        weights = ops.ones_like(x)
+    else:
+        weights = ops.softmax(x, axis=axis)
     if mask is not None:
-        e = e * ops.cast(mask, "float32")
-    total = ops.sum(e, axis=axis, keepdims=True)
-    return e / ops.maximum(total, 1e-30)
+        mask = ops.cast(mask, "bool")
+        keep = ops.any(mask, axis=axis, keepdims=True)  # (..., 1)
+        weights = weights * ops.cast(keep, "float32")
+    return weights
 
 
 def masked_log_softmax(logits, mask=None, axis=-1):

@@ -1,0 +1,551 @@
+"""keras-attention against the Keras and keras-hub anchors (issue 6).
+
+One process (plus a fresh child process per memory point) that prints
+markdown tables. Every timing is the median of `--rounds` rounds, with the
+min-max, after one warm-up call; the candidates of a row run interleaved
+(A B A B ...) so that a noisy, shared machine slows both alike. Ratios are
+ours / anchor, computed round by round (median and min-max of the per-round
+ratios): below 1 means we are faster.
+
+Sections (`--sections`, default all):
+
+- `layer`: `MultiHeadSelfAttention` vs `keras.layers.MultiHeadAttention`,
+  forward and forward+backward, B=8, 8 heads, key_dim 64, d_model 512,
+  L = 128 ... 1024, in graph mode and under XLA; also as a fraction of the
+  fp32 matmul ceiling measured in the same run (FLOPs 8 B L d^2 +
+  4 B h L^2 d_k forward, x3 forward+backward).
+- `memory`: peak RSS (`VmHWM` of a fresh child process per point) and
+  time of one forward+backward under XLA at B=1, 8 heads, key_dim 64, d_model
+  512, for growing L: ours (`attention_impl="auto"`, which is chunked from
+  2048) vs Keras. A point fails when it passes `--memory-cap-gib` (the parent
+  polls the child's RSS and kills it) or `--timeout`; Keras points whose dense
+  weights alone would pass the cap are skipped.
+- `encoder`: a train step (forward, backward, SGD update) of
+  `TransformerEncoderBlock` vs `keras_hub.layers.TransformerEncoder` on
+  (8, 256, 512), intermediate 2048, no dropout, graph and XLA.
+- `generation`: greedy generation of 128 tokens with a KV cache, decoder only,
+  d_model 256, 4 heads, 4 layers, intermediate 1024, vocab 8000, batch 1 and
+  16, one XLA-compiled `fori_loop` for both: ours (`TransformerDecoder` stack
+  with its cache) vs 4 `keras_hub.layers.TransformerDecoder` with their
+  caches (the way keras-hub's causal LMs generate). Same embedding, logits
+  and loop; only the decoder layers differ.
+
+    make bench                                  # everything
+    PYTHONPATH=. python benchmarks/bench.py --sections layer --rounds 7
+    PYTHONPATH=. python benchmarks/bench.py --smoke   # tiny, 1 round (tests)
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from keras import ops  # noqa: E402
+
+import keras_attention as ka  # noqa: E402
+
+GIB = 1024**3
+SECTIONS = ("layer", "memory", "encoder", "generation")
+
+
+# -- timing helpers ----------------------------------------------------------
+
+
+def interleaved(candidates, rounds):
+    """Warm up every candidate, then time `rounds` rounds A B A B ...
+
+    Args:
+        candidates: dict name -> zero-argument callable (blocks until done).
+
+    Returns:
+        dict name -> list of seconds.
+    """
+    for fn in candidates.values():
+        fn()
+    times = {name: [] for name in candidates}
+    for _ in range(rounds):
+        for name, fn in candidates.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def spread(values, digits=3):
+    """`median (min-max)`."""
+    v = np.asarray(values)
+    return f"{np.median(v):.{digits}f} ({v.min():.{digits}f}-{v.max():.{digits}f})"
+
+
+def ratio(ours, anchor):
+    """Per-round ratios ours / anchor as `median (min-max)`."""
+    return spread(np.asarray(ours) / np.asarray(anchor), 2)
+
+
+def block(result):
+    """Wait for every tensor in a nested result."""
+    for x in tf.nest.flatten(result):
+        if hasattr(x, "numpy"):
+            x.numpy()
+
+
+def compiled(fn, mode):
+    return tf.function(fn, jit_compile=mode == "xla", reduce_retracing=False)
+
+
+def matmul_ceiling(n, rounds):
+    """fp32 FLOP/s of an `n x n` matmul: the best round of graph and XLA.
+
+    Graph mode runs matmuls through oneDNN, XLA through its own CPU dot;
+    either may be the faster on a given machine.
+    """
+    a = tf.random.normal((n, n))
+    b = tf.random.normal((n, n))
+    fns = {
+        mode: compiled(lambda a, b: tf.reduce_sum(tf.matmul(a, b)), mode)
+        for mode in ("graph", "xla")
+    }
+    times = interleaved(
+        {mode: lambda fn=fn: fn(a, b).numpy() for mode, fn in fns.items()},
+        max(rounds, 3),
+    )
+    return 2 * n**3 / min(min(t) for t in times.values())
+
+
+def header(args):
+    load = os.getloadavg()
+    print(
+        f"keras-attention benchmarks: keras {keras.__version__}, TF {tf.__version__}, "
+        f"Python {platform.python_version()}, {os.cpu_count()} CPUs "
+        f"({platform.processor() or platform.machine()}), "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"rounds {args.rounds}{', SMOKE sizes' if args.smoke else ''}"
+    )
+
+
+# -- 1. the attention layer --------------------------------------------------
+
+
+def layer_section(args):
+    b, h, dk = args.batch, args.heads, args.key_dim
+    d = h * dk
+    ceiling = matmul_ceiling(args.matmul_size, args.rounds)
+    print(
+        f"\n### 1. MultiHeadSelfAttention vs keras.layers.MultiHeadAttention "
+        f"(B={b}, {h} heads, key_dim {dk}, d_model {d})\n"
+    )
+    print(
+        f"fp32 matmul ceiling ({args.matmul_size}^2 matmul, best round of graph "
+        "and XLA): "
+        f"{ceiling / 1e9:.1f} GFLOP/s\n"
+    )
+    print(
+        "| L | mode | pass | ours s | Keras s | ours/Keras | ours % ceiling "
+        "| Keras % ceiling |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    rows = []
+    for length in args.lengths:
+        x = tf.random.normal((b, length, d))
+        ours = ka.layers.MultiHeadSelfAttention(h, dk)
+        theirs = keras.layers.MultiHeadAttention(h, dk)
+        ours(x)
+        theirs(x, x)
+        flops = 8 * b * length * d**2 + 4 * b * h * length**2 * dk
+        for mode in args.modes:
+            for kind in ("forward", "fwd+bwd"):
+                fns = {}
+                for name, layer, call in (
+                    ("ours", ours, lambda layer, x: layer(x)),
+                    ("keras", theirs, lambda layer, x: layer(x, x)),
+                ):
+
+                    def run(x, layer=layer, call=call, kind=kind):
+                        if kind == "forward":
+                            return call(layer, x)
+                        with tf.GradientTape() as tape:
+                            tape.watch(x)
+                            loss = tf.reduce_sum(call(layer, x))
+                        return tape.gradient(loss, [x, *layer.trainable_weights])
+
+                    fn = compiled(run, mode)
+                    fns[name] = lambda fn=fn, x=x: block(fn(x))
+                times = interleaved(fns, args.rounds)
+                work = flops * (1 if kind == "forward" else 3)
+                o, k = times["ours"], times["keras"]
+                row = dict(
+                    length=length,
+                    mode=mode,
+                    kind=kind,
+                    ratio=float(np.median(np.asarray(o) / np.asarray(k))),
+                )
+                rows.append(row)
+                print(
+                    f"| {length} | {mode} | {kind} | {spread(o, 4)} | {spread(k, 4)} "
+                    f"| {ratio(o, k)} | {100 * work / np.median(o) / ceiling:.0f}% "
+                    f"| {100 * work / np.median(k) / ceiling:.0f}% |",
+                    flush=True,
+                )
+    return rows
+
+
+# -- 2. memory: one child process per point ----------------------------------
+
+
+def memory_point(impl, length, heads, key_dim):
+    """Child process: one forward+backward under XLA; print a JSON line."""
+    d = heads * key_dim
+    x = tf.random.normal((1, length, d))
+    if impl == "keras":
+        layer = keras.layers.MultiHeadAttention(heads, key_dim)
+        layer(x[:, :8], x[:, :8])
+
+        def call(x):
+            return layer(x, x)
+
+    else:
+        layer = ka.layers.MultiHeadSelfAttention(heads, key_dim, attention_impl=impl)
+        layer(x[:, :8])
+
+        def call(x):
+            return layer(x)
+
+    @tf.function(jit_compile=True)
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(call(x))
+        return tape.gradient(loss, [x, *layer.trainable_weights])
+
+    base = _proc_status(os.getpid(), "VmRSS:")
+    start = time.perf_counter()
+    block(step(x))
+    seconds = time.perf_counter() - start
+    first = True
+    if seconds < 30:  # small enough: time a second, compiled call
+        start = time.perf_counter()
+        block(step(x))
+        seconds = time.perf_counter() - start
+        first = False
+    # The peak of this process' own memory map: not `ru_maxrss`, which a
+    # child inherits from its parent across fork + exec.
+    peak = _proc_status(os.getpid(), "VmHWM:")
+    print(
+        "RESULT "
+        + json.dumps(
+            dict(base=base, peak=peak, seconds=seconds, includes_compile=first)
+        ),
+        flush=True,
+    )
+
+
+def run_child(impl, length, args):
+    """Run one memory point in a fresh process under an RSS cap and timeout."""
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--memory-point",
+        impl,
+        str(length),
+        "--heads",
+        str(args.heads),
+        "--key-dim",
+        str(args.key_dim),
+    ]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    cap = args.memory_cap_gib * GIB
+    start = time.time()
+    status, peak_seen = None, 0
+    while proc.poll() is None:
+        rss = _proc_status(proc.pid, "VmRSS:")
+        peak_seen = max(peak_seen, rss)
+        if rss > cap:
+            status = f"killed: RSS > {args.memory_cap_gib:g} GiB"
+        elif time.time() - start > args.timeout:
+            status = f"killed: > {args.timeout:g} s"
+        if status:
+            proc.kill()
+            break
+        time.sleep(0.1)
+    output = proc.communicate()[0]
+    if status:
+        return dict(status=status, peak=peak_seen)
+    for line in output.splitlines():
+        if line.startswith("RESULT "):
+            return dict(status="ok", **json.loads(line[7:]))
+    last = [line for line in output.splitlines() if line.strip()][-1:]
+    return dict(status=f"failed (rc {proc.returncode}): {' '.join(last)[:120]}")
+
+
+def _proc_status(pid, field):
+    """A memory field of `/proc/PID/status` in bytes (0 when unreadable)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def memory_section(args):
+    h, dk = args.heads, args.key_dim
+    print(
+        f"\n### 2. One forward+backward under XLA, B=1, {h} heads, key_dim {dk}, "
+        f"d_model {h * dk}: peak RSS of a fresh process and time\n"
+    )
+    print(
+        "Peak RSS is the whole process (TensorFlow's runtime included; `base` is "
+        "the RSS before the first call). Time is one compiled call "
+        "(or the first call, compile included, when that took over 30 s).\n"
+    )
+    print("| L | ours (auto) peak GiB | base | s | Keras peak GiB | base | s |")
+    print("|---|---|---|---|---|---|---|")
+    rows = []
+    failed = {"ours": False, "keras": False}
+    for length in args.memory_lengths:
+        cells, row = [], dict(length=length)
+        for name, impl in (("ours", "auto"), ("keras", "keras")):
+            if name not in args.memory_candidates:
+                cells.append("not run | | ")
+                continue
+            # A dense (1, N, L, L) float32 tensor; the backward holds several.
+            dense_bytes = 3 * h * length**2 * 4
+            if failed[name]:
+                cells.append("not run (failed at a shorter L) | | ")
+                continue
+            if name == "keras" and dense_bytes > args.memory_cap_gib * GIB:
+                cells.append(
+                    f"skipped (>= {dense_bytes / GIB:.0f} GiB of weights) | | "
+                )
+                continue
+            result = run_child(impl, length, args)
+            row[name] = result
+            if result["status"] != "ok":
+                failed[name] = True
+                cells.append(f"{result['status']} | | ")
+                continue
+            mark = " (incl. compile)" if result["includes_compile"] else ""
+            cells.append(
+                f"{result['peak'] / GIB:.2f} | {result['base'] / GIB:.2f} "
+                f"| {result['seconds']:.2f}{mark}"
+            )
+        rows.append(row)
+        print(f"| {length} | {' | '.join(cells)} |", flush=True)
+    return rows
+
+
+# -- 3. encoder train step ---------------------------------------------------
+
+
+def encoder_section(args):
+    import keras_hub
+
+    b, length, d, inter = args.encoder_shape
+    heads = args.heads
+    print(
+        f"\n### 3. Encoder train step: TransformerEncoderBlock vs "
+        f"keras_hub.layers.TransformerEncoder, ({b}, {length}, {d}), "
+        f"intermediate {inter}, {heads} heads, no dropout\n"
+    )
+    print("| mode | ours s | keras-hub s | ours/keras-hub |")
+    print("|---|---|---|---|")
+    x = tf.random.normal((b, length, d))
+    target = tf.random.normal((b, length, d))
+    ours = ka.layers.TransformerEncoderBlock(heads, inter, dropout=0.0)
+    theirs = keras_hub.layers.TransformerEncoder(inter, heads, dropout=0.0)
+    ours(x)
+    theirs(x)
+    rows = []
+    for mode in args.modes:
+        fns = {}
+        for name, layer in (("ours", ours), ("keras-hub", theirs)):
+            optimizer = keras.optimizers.SGD(1e-4)
+            optimizer.build(layer.trainable_variables)
+
+            def train_step(x, y, layer=layer, optimizer=optimizer):
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean(tf.square(layer(x, training=True) - y))
+                grads = tape.gradient(loss, layer.trainable_variables)
+                optimizer.apply(grads, layer.trainable_variables)
+                return loss
+
+            fn = compiled(train_step, mode)
+            fns[name] = lambda fn=fn: fn(x, target).numpy()
+        times = interleaved(fns, args.rounds)
+        o, k = times["ours"], times["keras-hub"]
+        rows.append(dict(mode=mode, ratio=float(np.median(np.asarray(o) / k))))
+        print(f"| {mode} | {spread(o, 4)} | {spread(k, 4)} | {ratio(o, k)} |")
+    return rows
+
+
+# -- 4. cached greedy generation ---------------------------------------------
+
+
+def generation_section(args):
+    import keras_hub
+
+    d, layers, vocab, steps = (
+        args.gen_dim,
+        args.gen_layers,
+        args.gen_vocab,
+        args.gen_steps,
+    )
+    heads, inter = 4, 4 * d
+    print(
+        f"\n### 4. Greedy generation with a KV cache: {steps} tokens, decoder only, "
+        f"d_model {d}, {heads} heads, {layers} layers, intermediate {inter}, "
+        f"vocab {vocab}, one XLA fori_loop\n"
+    )
+    print("| batch | ours s | keras-hub s | ours tok/s | keras-hub tok/s | speed-up |")
+    print("|---|---|---|---|---|---|")
+    keras.utils.set_random_seed(0)
+    embedding = keras.layers.Embedding(vocab, d)
+    positions = ka.layers.PositionEmbedding(steps)
+    logits_layer = keras.layers.Dense(vocab)
+    ours = ka.layers.TransformerDecoder(layers, heads, inter, dropout=0.0)
+    theirs = [
+        keras_hub.layers.TransformerDecoder(inter, heads, dropout=0.0)
+        for _ in range(layers)
+    ]
+    probe = tf.zeros((1, 1, d))
+    ours(probe)
+    for layer in theirs:
+        layer(probe)
+    logits_layer(probe)
+    positions(probe)
+
+    def embed(tokens, index):
+        x = embedding(tokens)  # (B, 1, D)
+        return x + positions(x, start_index=index)
+
+    def ours_step(x, cache, index):
+        return ours(x, cache=cache, cache_index=index)
+
+    def keras_hub_step(x, cache, index):
+        caches = []
+        for i, layer in enumerate(theirs):
+            x, c = layer(
+                x,
+                self_attention_cache=cache[:, i],
+                self_attention_cache_update_index=index,
+            )
+            caches.append(c)
+        return x, ops.stack(caches, axis=1)
+
+    def generate(step, batch):
+        cache = tf.zeros((batch, layers, 2, steps, heads, d // heads))
+        out = tf.zeros((batch, steps), "int32")
+        token = tf.ones((batch, 1), "int32")
+
+        def body(index, carry):
+            token, cache, out = carry
+            x, cache = step(embed(token, index), cache, index)
+            token = ops.cast(ops.argmax(logits_layer(x[:, -1]), -1), "int32")[:, None]
+            out = ops.slice_update(out, [0, index], token)
+            return token, cache, out
+
+        return ops.fori_loop(0, steps, body, (token, cache, out))[2]
+
+    rows = []
+    for batch in args.gen_batches:
+        fns = {}
+        for name, step in (("ours", ours_step), ("keras-hub", keras_hub_step)):
+            fn = tf.function(
+                lambda step=step, batch=batch: generate(step, batch), jit_compile=True
+            )
+            fns[name] = lambda fn=fn: fn().numpy()
+        times = interleaved(fns, args.rounds)
+        o, k = times["ours"], times["keras-hub"]
+        speedup = np.asarray(k) / np.asarray(o)
+        rows.append(dict(batch=batch, speedup=float(np.median(speedup))))
+        print(
+            f"| {batch} | {spread(o)} | {spread(k)} | {batch * steps / np.median(o):.0f} "
+            f"| {batch * steps / np.median(k):.0f} | {spread(speedup, 2)} |",
+            flush=True,
+        )
+    return rows
+
+
+# -- main --------------------------------------------------------------------
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=SECTIONS)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--modes", nargs="+", default=["graph", "xla"])
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--key-dim", type=int, default=64)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024])
+    parser.add_argument("--matmul-size", type=int, default=2048)
+    parser.add_argument(
+        "--memory-lengths",
+        type=int,
+        nargs="+",
+        default=[2048, 4096, 8192, 16384, 32768, 65536],
+    )
+    parser.add_argument(
+        "--memory-candidates",
+        nargs="+",
+        choices=("ours", "keras"),
+        default=["ours", "keras"],
+    )
+    parser.add_argument("--memory-cap-gib", type=float, default=16.0)
+    parser.add_argument("--timeout", type=float, default=1800.0, help="per point, s")
+    parser.add_argument(
+        "--encoder-shape", type=int, nargs=4, default=[8, 256, 512, 2048]
+    )
+    parser.add_argument("--gen-dim", type=int, default=256)
+    parser.add_argument("--gen-layers", type=int, default=4)
+    parser.add_argument("--gen-vocab", type=int, default=8000)
+    parser.add_argument("--gen-steps", type=int, default=128)
+    parser.add_argument("--gen-batches", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, 1 round")
+    parser.add_argument("--memory-point", nargs=2, metavar=("IMPL", "L"))
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.rounds, args.batch, args.heads, args.key_dim = 1, 2, 2, 8
+        args.lengths, args.matmul_size, args.memory_lengths = [16], 64, [32]
+        args.encoder_shape = [2, 8, 16, 32]
+        args.gen_dim, args.gen_layers, args.gen_vocab = 16, 1, 50
+        args.gen_steps, args.gen_batches = 4, [2]
+        args.modes = ["xla"]
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.memory_point:
+        impl, length = args.memory_point
+        memory_point(impl, int(length), args.heads, args.key_dim)
+        return {}
+    header(args)
+    sections = {
+        "layer": layer_section,
+        "memory": memory_section,
+        "encoder": encoder_section,
+        "generation": generation_section,
+    }
+    results = {}
+    for name in args.sections:
+        results[name] = sections[name](args)
+    return results
+
+
+if __name__ == "__main__":
+    main()
