@@ -53,6 +53,7 @@ def _padding(length, real):
     return tf.constant(mask)
 
 
+@pytest.mark.tf_only  # GradientTape and tf.function modes
 @pytest.mark.parametrize(
     "causal, padded, mode",
     [(False, True, "eager"), (True, False, "graph"), (True, True, "xla")],
@@ -72,6 +73,7 @@ def test_self_attention_chunked_equals_dense(causal, padded, mode):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.tf_only  # GradientTape and tf.function modes
 @pytest.mark.parametrize("mode", ["eager", "xla"])
 def test_cross_attention_chunked_equals_dense_t_ne_s(mode):
     rng = np.random.default_rng(1)
@@ -88,6 +90,7 @@ def test_cross_attention_chunked_equals_dense_t_ne_s(mode):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.tf_only  # GradientTape and tf.function modes
 def test_cached_decoding_chunked_equals_dense():
     x = tf.constant(np.random.default_rng(2).normal(size=(B, 3, D)), "float32")
     dense, chunked = _pair(ka.layers.MultiHeadSelfAttention, N, H)
