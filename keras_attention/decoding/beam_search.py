@@ -13,6 +13,9 @@ buffers and caches, so the whole search compiles once under XLA.
 import keras
 from keras import ops
 
+from keras_attention.layers.validation import check_positive_int
+from keras_attention.layers.validation import check_rank
+
 _NEG = -1e9
 
 
@@ -96,22 +99,15 @@ def beam_search(
     References:
         - Wu et al., 2016 (GNMT, length penalty): https://arxiv.org/abs/1609.08144
     """
-    for name, value in (("max_length", max_length), ("num_beams", num_beams)):
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ValueError(
-                f"`{name}` must be a positive integer. Received: {name}={value!r}"
-            )
+    check_positive_int("max_length", max_length)
+    check_positive_int("num_beams", num_beams)
     if not isinstance(length_penalty_alpha, (int, float)) or length_penalty_alpha < 0:
         raise ValueError(
             "`length_penalty_alpha` must be a number >= 0. "
             f"Received: length_penalty_alpha={length_penalty_alpha!r}"
         )
     start_tokens = ops.cast(start_tokens, "int32")
-    if len(start_tokens.shape) != 1:
-        raise ValueError(
-            "`start_tokens` must have rank 1 (batch,). "
-            f"Received: start_tokens.shape={tuple(start_tokens.shape)}"
-        )
+    check_rank("start_tokens", start_tokens.shape, 1)
     k = num_beams
     batch = ops.shape(start_tokens)[0]
 

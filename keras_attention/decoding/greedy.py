@@ -3,6 +3,9 @@
 import keras
 from keras import ops
 
+from keras_attention.layers.validation import check_positive_int
+from keras_attention.layers.validation import check_rank
+
 
 def _write(buffer, index, value):
     """`buffer[:, index] = value` for a `(B, L, ...)` buffer, as a new tensor."""
@@ -54,20 +57,9 @@ def greedy_search(
     >>> ops.convert_to_numpy(tokens).tolist()
     [[1, 2, 3, 4], [4, 5, 6, 7]]
     """
-    if (
-        not isinstance(max_length, int)
-        or isinstance(max_length, bool)
-        or max_length <= 0
-    ):
-        raise ValueError(
-            f"`max_length` must be a positive integer. Received: max_length={max_length!r}"
-        )
+    check_positive_int("max_length", max_length)
     start_tokens = ops.cast(start_tokens, "int32")
-    if len(start_tokens.shape) != 1:
-        raise ValueError(
-            "`start_tokens` must have rank 1 (batch,). "
-            f"Received: start_tokens.shape={tuple(start_tokens.shape)}"
-        )
+    check_rank("start_tokens", start_tokens.shape, 1)
     batch_size = ops.shape(start_tokens)[0]
 
     def choose(logits, finished):
