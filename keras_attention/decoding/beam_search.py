@@ -6,8 +6,8 @@ that have already produced the end token, and its `next(prompt, cache,
 index) -> (logits, hidden_states, cache)` callback has no way to hand back
 per-step values such as cross-attention weights. `GreedySampler` has the
 same last limitation. This module keeps their good parts: one
-`ops.while_loop`-style loop with a fixed trip count over fixed-size
-buffers and caches, so the whole search compiles once under XLA.
+`ops.while_loop` over fixed-size buffers and caches, so the whole search
+compiles once under XLA, and it stops as soon as every hypothesis ended.
 """
 
 import keras
@@ -50,9 +50,9 @@ def beam_search(
     follow their hypotheses. `length_penalty_alpha=0` ranks by plain
     log-probability.
 
-    The loop runs `max_length` steps (a fixed trip count over fixed-size
-    buffers: it compiles once under `tf.function(jit_compile=True)` or
-    `jax.jit`).
+    The loop runs at most `max_length` steps over fixed-size buffers (it
+    compiles once under `tf.function(jit_compile=True)` or `jax.jit`) and
+    stops early once every hypothesis has ended.
 
     Args:
         step_fn: `step_fn(tokens, state, index) -> (logits, state, aux)`:
@@ -199,9 +199,20 @@ def beam_search(
         return token_buf, aux_bufs, tokens, state, log_probs, lengths, finished
 
     if max_length > 1:
-        carry = (token_buf, aux_bufs, tokens, state, log_probs, lengths, finished)
-        carry = ops.fori_loop(1, max_length, body, carry)
-        token_buf, aux_bufs, _, _, log_probs, lengths, finished = carry
+        # Once every hypothesis has ended nothing changes any more: stop.
+        def cond(index, *carry):
+            finished = carry[-1]
+            return ops.logical_and(
+                index < max_length, ops.logical_not(ops.all(finished))
+            )
+
+        def loop_body(index, *carry):
+            return (index + 1, *body(index, carry))
+
+        one = ops.convert_to_tensor(1, "int32")
+        carry = (one, token_buf, aux_bufs, tokens, state, log_probs, lengths, finished)
+        carry = ops.while_loop(cond, loop_body, carry)
+        _, token_buf, aux_bufs, _, _, log_probs, lengths, finished = carry
 
     # Hypotheses that never ended are scored at their full length.
     scores = log_probs / length_penalty(lengths, length_penalty_alpha)  # (B, K)

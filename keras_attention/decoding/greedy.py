@@ -26,10 +26,10 @@ def greedy_search(
 ):
     """Decode `max_length` tokens, each the arg-max of `step_fn`'s logits.
 
-    The loop always runs `max_length` steps (a fixed trip count, so it
-    compiles under `tf.function(jit_compile=True)` and `jax.jit`); once a
-    sequence has produced `end_token`, its later tokens are `pad_token` and
-    its later `aux` values are zeros.
+    The loop runs at most `max_length` steps over fixed-size buffers (it
+    compiles under `tf.function(jit_compile=True)` and `jax.jit`) and stops
+    as soon as every sequence has produced `end_token`; after `end_token`
+    a sequence's tokens are `pad_token` and its `aux` values are zeros.
 
     Args:
         step_fn: `step_fn(tokens, state, index) -> (logits, state, aux)`;
@@ -101,8 +101,19 @@ def greedy_search(
         return token_buf, aux_bufs, new_tokens, state, finished
 
     if max_length > 1:
-        carry = (token_buf, aux_bufs, tokens, state, finished)
-        token_buf, aux_bufs, *_ = ops.fori_loop(1, max_length, body, carry)
+        # Stops early once every sequence has ended (a data-dependent trip
+        # count still compiles: XLA and `jax.jit` lower it to a while loop).
+        def cond(index, token_buf, aux_bufs, tokens, state, finished):
+            return ops.logical_and(
+                index < max_length, ops.logical_not(ops.all(finished))
+            )
+
+        def loop_body(index, *carry):
+            return (index + 1, *body(index, carry))
+
+        one = ops.convert_to_tensor(1, "int32")
+        carry = (one, token_buf, aux_bufs, tokens, state, finished)
+        _, token_buf, aux_bufs, *_ = ops.while_loop(cond, loop_body, carry)
     if aux is None:
         return token_buf, None
     return token_buf, keras.tree.pack_sequence_as(aux, list(aux_bufs))
