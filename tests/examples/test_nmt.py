@@ -1,0 +1,329 @@
+"""The Multi30k translation examples: data, subwords, batches, loss,
+schedule, detokenization, and (large) end-to-end smoke runs with export,
+reload in a fresh process and resuming from `BackupAndRestore`.
+
+No network and no `../shared`: the tests write a small parallel corpus.
+"""
+
+import gzip
+import importlib.util
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.tf_only  # tf.data, tensorflow-text, SavedModel
+
+NLP = pathlib.Path(__file__).parents[2] / "examples" / "nlp"
+
+
+def load(name):
+    """The example module, imported once (the scripts import `nmt_common`)."""
+    if str(NLP) not in sys.path:
+        sys.path.insert(0, str(NLP))
+    return importlib.import_module(name)
+
+
+ANIMALS = ["dog", "cat", "horse", "bird", "child", "man", "woman", "girl"]
+TIERE = ["Hund", "Katze", "Pferd", "Vogel", "Kind", "Mann", "Frau", "Mädchen"]
+PLACES = ["park", "street", "beach", "field", "house", "garden"]
+ORTE = ["Park", "Straße", "Strand", "Feld", "Haus", "Garten"]
+VERBS = ["runs", "sleeps", "plays", "sits", "jumps"]
+VERBEN = ["rennt", "schläft", "spielt", "sitzt", "springt"]
+
+
+def corpus(count, seed=0):
+    """A toy but real-looking parallel corpus (en, de)."""
+    rng = np.random.default_rng(seed)
+    en, de = [], []
+    for _ in range(count):
+        a, p, v = rng.integers(len(ANIMALS)), rng.integers(len(PLACES)), rng.integers(5)
+        en.append(f"A {ANIMALS[a]} {VERBS[v]} in the {PLACES[p]}.")
+        de.append(f"Ein {TIERE[a]} {VERBEN[v]} im {ORTE[p]}.")
+    return en, de
+
+
+def write(path, lines, compress=True):
+    data = "\n".join(lines) + "\n"
+    if compress:
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.write(data)
+    else:
+        path.write_text(data, encoding="utf-8")
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    directory = tmp_path / "multi30k"
+    directory.mkdir()
+    for split, count in (("train", 240), ("val", 24)):
+        en, de = corpus(count, seed=0 if split == "train" else 1)
+        en[3], de[3] = "", ""  # an empty pair
+        de[5] = "   "  # one side empty
+        write(directory / f"{split}.en.gz", en)
+        write(directory / f"{split}.de.gz", de)
+    return directory
+
+
+def test_reads_local_files_and_drops_empty_pairs(data_dir):
+    nmt = load("nmt_common")
+    sources, targets, dropped = nmt.load_multi30k(
+        "de", "en", "train", str(data_dir), check_hashes=False
+    )
+    en, de = corpus(240)
+    keep = [i for i in range(240) if i not in (3, 5)]
+    assert dropped == 2
+    assert sources == [de[i] for i in keep]
+    assert targets == [en[i] for i in keep]
+
+
+def test_uncompressed_files_are_accepted(tmp_path):
+    nmt = load("nmt_common")
+    en, de = corpus(10)
+    write(tmp_path / "val.en", en, compress=False)
+    write(tmp_path / "val.de", de, compress=False)
+    sources, targets, dropped = nmt.load_multi30k("en", "de", "val", str(tmp_path))
+    assert (sources, targets, dropped) == (en, de, 0)
+
+
+def test_checksum_mismatch_is_a_clear_error(data_dir):
+    nmt = load("nmt_common")
+    with pytest.raises(ValueError, match="Checksum mismatch") as error:
+        nmt.load_multi30k("de", "en", "train", str(data_dir))  # hashes checked
+    message = str(error.value)
+    assert "train.de.gz" in message
+    assert nmt.MULTI30K_SHA256["train.de.gz"] in message
+    assert nmt.sha256sum(str(data_dir / "train.de.gz")) in message
+
+
+def test_misaligned_files_are_a_clear_error(tmp_path):
+    nmt = load("nmt_common")
+    en, de = corpus(10)
+    write(tmp_path / "val.en.gz", en)
+    write(tmp_path / "val.de.gz", de[:9])
+    with pytest.raises(ValueError, match="same number of lines") as error:
+        nmt.load_multi30k("de", "en", "val", str(tmp_path), check_hashes=False)
+    assert "with 9 lines" in str(error.value) and "with 10 lines" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(source="de", target="de"), "must differ"),
+        (dict(source="fr", target="en"), "source='fr'"),
+        (dict(split="test"), "split='test'"),
+    ],
+)
+def test_bad_arguments(data_dir, kwargs, match):
+    nmt = load("nmt_common")
+    arguments = dict(source="de", target="en", split="train")
+    arguments.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        nmt.load_multi30k(**arguments, data_dir=str(data_dir), check_hashes=False)
+
+
+def test_missing_file_names_the_directory(tmp_path):
+    nmt = load("nmt_common")
+    with pytest.raises(ValueError, match="must contain `train.de.gz`"):
+        nmt.load_multi30k("de", "en", "train", str(tmp_path), check_hashes=False)
+
+
+@pytest.fixture
+def tokenizers(data_dir, tmp_path):
+    nmt = load("nmt_common")
+    sources, targets, _ = nmt.load_multi30k(
+        "de", "en", "train", str(data_dir), check_hashes=False
+    )
+    return (
+        nmt,
+        sources,
+        targets,
+        [
+            nmt.load_or_train_tokenizer(str(tmp_path / f"spm.{lang}.model"), lines, 40)
+            for lang, lines in (("de", sources), ("en", targets))
+        ],
+    )
+
+
+def test_unreachable_vocabulary_size_is_a_clear_error(tmp_path):
+    nmt = load("nmt_common")
+    with pytest.raises(ValueError, match="vocabulary_size=5000"):
+        nmt.load_or_train_tokenizer(str(tmp_path / "x.model"), corpus(50)[0], 5000)
+    assert not (tmp_path / "x.model").exists()
+
+
+def test_tokenizer_is_saved_and_reused(tokenizers, tmp_path):
+    nmt, sources, _, (source_tokenizer, _) = tokenizers
+    path = tmp_path / "spm.de.model"
+    assert path.exists()
+    before = path.read_bytes()
+    again = nmt.load_or_train_tokenizer(str(path), ["other text"] * 5, 40)
+    assert path.read_bytes() == before
+    ids = nmt.encode_source(again, sources[:4], 64)
+    assert ids.to_list() == nmt.encode_source(source_tokenizer, sources[:4], 64).to_list()
+
+
+def test_batches_are_bucketed_shifted_and_weighted(tokenizers):
+    nmt, sources, targets, toks = tokenizers
+    with pytest.raises(ValueError, match="max_length=2"):
+        nmt.prepare_pairs(toks, sources, targets, 2)
+    max_length = 30
+    source_ids, target_ids, dropped = nmt.prepare_pairs(
+        toks, sources, targets, max_length
+    )
+    assert dropped == sum(
+        1
+        for s, t in zip(
+            nmt.encode_source(toks[0], sources, 100).to_list(),
+            nmt.encode_target(toks[1], targets).to_list(),
+            strict=True,
+        )
+        if len(s) > max_length or len(t) - 1 > max_length
+    )
+    for row in source_ids.to_list():
+        assert row[-1] == nmt.EOS_ID and len(row) <= max_length
+    for row in target_ids.to_list():
+        assert row[0] == nmt.BOS_ID and row[-1] == nmt.EOS_ID
+    dataset = nmt.make_dataset(source_ids, target_ids, 128, max_length, seed=0)
+    assert len(dataset) == sum(1 for _ in dataset)
+    bounds = nmt.bucket_boundaries(max_length)
+    seen = 0
+    for inputs, labels, weights in dataset:
+        source = inputs["encoder_tokens"].numpy()
+        decoder = inputs["decoder_tokens"].numpy()
+        labels, weights = labels.numpy(), weights.numpy()
+        assert source.shape[1] in bounds and decoder.shape == labels.shape
+        assert source.shape[1] == decoder.shape[1]  # padded to the same bound
+        assert source.shape[0] <= 128 // source.shape[1]
+        # Labels are the decoder inputs shifted by one; weights mark real tokens.
+        np.testing.assert_array_equal(
+            decoder[:, 1:], labels[:, :-1] * (decoder[:, 1:] > 0)
+        )
+        np.testing.assert_array_equal(weights, labels != nmt.PAD_ID)
+        assert (decoder[:, 0] == nmt.BOS_ID).all()
+        seen += len(source)
+    assert 0 < seen <= int(source_ids.nrows())
+
+
+def test_detokenization_matches_sentencepiece(tokenizers):
+    nmt, _, targets, toks = tokenizers
+    import tensorflow as tf
+
+    translator = nmt.Translator(None, None, toks, 64, 64)
+    ids = nmt.encode_target(toks[1], targets[:50]).to_tensor()
+    ours = [s.decode() for s in translator.detokenize(ids).numpy()]
+    kept = tf.ragged.boolean_mask(ids, ids > nmt.EOS_ID)
+    reference = nmt.in_graph(toks[1].detokenize, kept).numpy()
+    assert ours == [s.decode() for s in reference]
+    assert ours[:10] == targets[:10]  # lossless on in-vocabulary text
+
+
+def test_smoothed_crossentropy_matches_the_formula():
+    nmt = load("nmt_common")
+    import keras
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 3, 5)).astype("float32")
+    labels = np.array([[1, 4, 0], [2, 0, 0]])
+    weights = (labels != 0).astype("float32")
+    loss = nmt.SmoothedCrossentropy(0.1)(labels, logits, sample_weight=weights)
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    nll = -np.take_along_axis(log_p, labels[..., None], -1)[..., 0]
+    per_token = 0.9 * nll + 0.1 * -log_p.mean(-1)
+    expected = (per_token * weights).sum() / weights.sum()
+    np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
+    # The same as Keras' dense label smoothing on one-hot labels.
+    dense = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1,
+                                                 reduction=None)  # fmt: skip
+    per_token_keras = dense(np.eye(5)[labels], logits)
+    np.testing.assert_allclose(per_token_keras, per_token, rtol=1e-5)
+    with pytest.raises(ValueError, match="label_smoothing=1.5"):
+        nmt.SmoothedCrossentropy(1.5)
+
+
+def test_inverse_sqrt_schedule_follows_the_paper():
+    script = load("nmt_transformer")
+    schedule = script.InverseSqrtSchedule(256, warmup_steps=100, scale=2.0)
+    for step in (0, 49, 99, 100, 400, 10000):
+        s = step + 1
+        expected = 2.0 * 256**-0.5 * min(s**-0.5, s * 100**-1.5)
+        np.testing.assert_allclose(float(schedule(step)), expected, rtol=1e-6)
+    config = schedule.get_config()
+    assert script.InverseSqrtSchedule(**config).get_config() == config
+
+
+def test_bleu_scores():
+    nmt = load("nmt_common")
+    refs = ["A dog runs in the park.", "Two men sit on a bench."]
+    perfect = nmt.bleu_scores(refs, refs)
+    assert perfect["bleu"] == pytest.approx(100) and perfect["chrf"] == pytest.approx(
+        100
+    )
+    lower = nmt.bleu_scores([r.lower() for r in refs], refs)
+    assert lower["bleu_lowercase"] == pytest.approx(100)
+    assert lower["bleu"] < 100
+
+
+def test_help_documents_every_flag(capsys):
+    for name, flags in (
+        ("nmt_transformer", ("--hidden-dim", "--num-heads", "--warmup-steps")),
+        ("nmt_rnn_attention", ("--attention", "--units", "--embedding-dim")),
+    ):
+        script = load(name)
+        with pytest.raises(SystemExit):
+            script.parse_args(["--help"])
+        text = capsys.readouterr().out
+        for flag in flags + ("--source", "--target", "--data-dir", "--evaluate",
+                             "--translate", "--beams", "--smoke", "--output-dir"):  # fmt: skip
+            assert flag in text, (name, flag)
+
+
+def test_smoke_keeps_explicit_flags():
+    script = load("nmt_transformer")
+    args = script.parse_args(["--smoke", "--epochs", "3"])
+    assert args.epochs == 3 and args.hidden_dim == 32
+    with pytest.raises(ValueError, match="--beams"):
+        script.parse_args(["--beams", "0"])
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("name", ["nmt_transformer", "nmt_rnn_attention"])
+def test_smoke_run_exports_and_reloads(name, data_dir, tmp_path):
+    script = load(name)
+    out = tmp_path / "out"
+    results = script.main(["--smoke", "--source", "de", "--target", "en",
+                           "--data-dir", str(data_dir), "--no-check-hashes",
+                           "--vocabulary-size", "40", "--output-dir", str(out)])  # fmt: skip
+    for label in ("greedy", "beam2"):
+        assert 0 <= results[label]["bleu"] <= 100
+    assert (out / "attention.png").stat().st_size > 0
+    # run() raises if the SavedModel, reloaded in a fresh process, disagrees.
+    assert (out / "saved_model" / "saved_model.pb").exists()
+    assert (out / "logs").is_dir() and (
+        out / "checkpoints" / "last.weights.h5"
+    ).exists()
+    # --evaluate uses the trained model without training.
+    en, de = corpus(12, seed=5)
+    write(tmp_path / "my.de", de, compress=False)
+    write(tmp_path / "my.en", en, compress=False)
+    again = script.main(["--output-dir", str(out), "--beams", "1", "--evaluate",
+                         str(tmp_path / "my.de"), str(tmp_path / "my.en")])  # fmt: skip
+    assert "train_seconds" not in again and 0 <= again["greedy"]["bleu"] <= 100
+
+
+@pytest.mark.large
+def test_training_resumes_after_an_interruption(data_dir, tmp_path):
+    script = load("nmt_transformer")
+    nmt = sys.modules["nmt_common"]
+    flags = ["--smoke", "--epochs", "2", "--data-dir", str(data_dir),
+             "--no-check-hashes", "--vocabulary-size", "40", "--no-export",
+             "--beams", "1", "--output-dir", str(tmp_path)]  # fmt: skip
+    with pytest.raises(nmt.SimulatedInterruption):
+        script.main(flags + ["--interrupt-after-epochs", "1"])
+    assert (tmp_path / "backup").is_dir()
+    results = script.main(flags)
+    assert results["epochs_run"] == [2]  # continued where it stopped
+    # The optimizer state came back too: two epochs of steps in all.
+    assert results["iterations"] == 2 * results["steps_per_epoch"] > 0
+    assert not (tmp_path / "backup").exists()  # removed once training finished
