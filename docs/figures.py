@@ -35,6 +35,7 @@ DPI = 80
 
 def _save(fig, name):
     path = IMG / f"{name}.png"
+    IMG.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
     return path
@@ -384,13 +385,17 @@ FIGURES = {
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", choices=sorted(FIGURES), default=None)
+    parser.add_argument("--output-dir", default=None, help="instead of docs/img")
     args = parser.parse_args(argv)
-    IMG.mkdir(exist_ok=True)
+    global IMG
+    if args.output_dir:
+        IMG = pathlib.Path(args.output_dir)
+    total = time.perf_counter()
     for name in args.only or FIGURES:
         start = time.perf_counter()
         path = FIGURES[name]()
-        elapsed = time.perf_counter() - start
-        print(f"{path.relative_to(IMG.parent)}: {elapsed:.1f} s", flush=True)
+        print(f"{path}: {time.perf_counter() - start:.1f} s", flush=True)
+    print(f"figures: {time.perf_counter() - total:.1f} s")
     return 0
 
 
