@@ -48,12 +48,12 @@ docs-serve: $(STAMP)
 	$(PY) -m mkdocs serve
 
 lint: $(STAMP)
-	$(PY) -m ruff check keras_attention tests examples benchmarks docs
-	$(PY) -m ruff format --check keras_attention tests examples benchmarks docs
+	$(PY) -m ruff check keras_attention tests examples benchmarks docs/figures.py
+	$(PY) -m ruff format --check keras_attention tests examples benchmarks docs/figures.py
 
 format: $(STAMP)
-	$(PY) -m ruff check --fix keras_attention tests examples benchmarks docs
-	$(PY) -m ruff format keras_attention tests examples benchmarks docs
+	$(PY) -m ruff check --fix keras_attention tests examples benchmarks docs/figures.py
+	$(PY) -m ruff format keras_attention tests examples benchmarks docs/figures.py
 
 clean:
 	rm -rf $(VENV) outputs site .pytest_cache .ruff_cache

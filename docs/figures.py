@@ -189,7 +189,7 @@ def self_attention():
         )
         title = "causal + padding" if causal else "bidirectional + padding"
         _heatmap(ax, weights[0, 0], title)
-    fig.suptitle("8 positions, the last 2 are padding", fontsize=9)
+    fig.suptitle("8 positions, the last 2 are padding", fontsize=9, y=1.04)
     return _save(fig, "self_attention")
 
 
