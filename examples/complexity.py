@@ -37,9 +37,14 @@ Outputs under `--output-dir`: `complexity.json` (every point and the
 crossovers), `complexity.csv`, `complexity.md` (a markdown table) and
 `complexity.png` (time and memory against L, log-log).
 
-Measured (2026-11-29, 2 CPU cores shared with other training jobs, so
-absolute times are noisy; TensorFlow 2.21, d=64, 4 heads, batch 1): see
-`docs/why-self-attention.md`, which embeds the plot of that run.
+Measured (2026-11-29, 2 CPU cores shared with other training jobs at load
+5-8, so times are noisy; TensorFlow 2.21, d=64, 4 heads, batch 1, L = 16 ...
+4096 plus a second run at L = 8192, merged with `--from-json`): dense
+self-attention is slower than the kernel-3 Conv1D at every L (1.4x at 16,
+170x at 8192) and becomes slower than the GRU at L ~ 6000 (an earlier run:
+~3800), where the arithmetic alone would put that crossover at L = d = 64;
+its memory reaches 1.05 GiB at L = 8192 (GRU 16.5 MiB), the chunked path 31
+MiB. `docs/why-self-attention.md` embeds the plot and discusses it.
 """
 
 import argparse
@@ -109,6 +114,13 @@ def parse_args(argv=None):
         "--smoke",
         action="store_true",
         help="tiny run for the tests: L = 16 and 64, 1 short round, in process",
+    )
+    parser.add_argument(
+        "--from-json",
+        nargs="+",
+        metavar="JSON",
+        help="measure nothing: merge the points of earlier complexity.json files "
+        "(later files win at equal L) and redo the analysis, table and plot",
     )
     parser.add_argument("--output-dir", default="outputs/complexity")
     # Internal: measure one point and print it (the child process).
@@ -403,6 +415,25 @@ def write_table(points, lengths, layers, path_csv, path_md):
         f.write("\n".join(lines) + "\n")
 
 
+def merge_runs(paths):
+    """Lengths, points and layers of several `complexity.json` files."""
+    by_length = {}
+    layers = []
+    for path in paths:
+        with open(path) as f:
+            run = json.load(f)
+        for kind, kind_points in run["points"].items():
+            if kind not in layers:
+                layers.append(kind)
+            for p in kind_points:
+                by_length.setdefault(p["length"], {})[kind] = p
+    lengths = sorted(
+        length for length, row in by_length.items() if len(row) == len(layers)
+    )
+    points = {kind: [by_length[length][kind] for length in lengths] for kind in layers}
+    return lengths, points, layers
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.point:
@@ -422,7 +453,9 @@ def main(argv=None):
     os.makedirs(args.output_dir, exist_ok=True)
     points = {kind: [] for kind in args.layers}
     started = time.time()
-    for length in args.lengths:
+    if args.from_json:
+        args.lengths, points, args.layers = merge_runs(args.from_json)
+    for length in [] if args.from_json else args.lengths:
         for kind in args.layers:
             if args.in_process:
                 p = measure_point(
@@ -475,6 +508,7 @@ def main(argv=None):
             for k in ("lengths", "width", "heads", "batch", "rounds", "layers")
         },
         "in_process": args.in_process,
+        "merged_from": args.from_json,
         "cpu_count": os.cpu_count(),
         "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "wall_seconds": time.time() - started,

@@ -9,10 +9,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 READMES = {"en": ROOT / "README.md", "zh": ROOT / "README.zh-CN.md"}
 
 
+LAYER_HEADINGS = ("## Layers", "## 层")
+
+
 def layer_names(text):
-    """Class names in the first column of the layer table."""
+    """Class names in the first column of the table under the layer heading."""
     names = set()
-    for line in text.splitlines():
+    section = text
+    for heading in LAYER_HEADINGS:
+        if heading + "\n" in text:
+            section = text.split(heading + "\n", 1)[1].split("\n## ", 1)[0]
+    for line in section.splitlines():
         if line.startswith("| `"):
             first_cell = line.split("|")[1]
             names.update(re.findall(r"`([A-Z]\w*)", first_cell))
@@ -29,6 +36,8 @@ def first_commands(text):
 def test_layer_name_parsing():
     table = "| layer | x |\n|---|---|\n| `A(b)`, `Cd` | `Ignored` |\n"
     assert layer_names(table) == {"A", "Cd"}
+    other = "## Examples\n| `Other` | x |\n"
+    assert layer_names("## Layers\n" + table + "\n" + other) == {"A", "Cd"}
 
 
 def test_both_readmes_list_every_public_layer():
