@@ -41,11 +41,11 @@ bench: $(STAMP)
 # broken reference or a docstring griffe cannot parse fails the build.
 docs: $(STAMP)
 	PYTHONPATH=. MPLBACKEND=Agg $(PY) docs/figures.py
-	$(PY) -m mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 docs-serve: $(STAMP)
 	PYTHONPATH=. MPLBACKEND=Agg $(PY) docs/figures.py
-	$(PY) -m mkdocs serve
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve
 
 lint: $(STAMP)
 	$(PY) -m ruff check keras_attention tests examples benchmarks docs/figures.py
