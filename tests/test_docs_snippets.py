@@ -116,7 +116,13 @@ def test_site_builds_strict(tmp_path):
         config = config.replace(old, new)
     (tmp_path / "mkdocs.yml").write_text(config)
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q"],
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+        ],  # not -q: it hides warnings from --strict
         cwd=tmp_path,
         capture_output=True,
         text=True,
