@@ -115,14 +115,9 @@ def test_site_builds_strict(tmp_path):
         assert old in config, old
         config = config.replace(old, new)
     (tmp_path / "mkdocs.yml").write_text(config)
+    # Not `-q`: it hides the warnings that --strict counts.
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mkdocs",
-            "build",
-            "--strict",
-        ],  # not -q: it hides warnings from --strict
+        [sys.executable, "-m", "mkdocs", "build", "--strict"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
