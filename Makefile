@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-large test-jax bench lint format clean
+.PHONY: venv demo test test-large test-jax bench docs docs-serve lint format clean
 
 venv: $(STAMP)
 
@@ -36,13 +36,24 @@ BENCH_ARGS ?=
 bench: $(STAMP)
 	PYTHONPATH=. $(PY) benchmarks/bench.py $(BENCH_ARGS)
 
+# The documentation site (mkdocs-material + mkdocstrings) into site/: redraws
+# the guide's figures (docs/img/, about 30 s), then builds with --strict, so a
+# broken reference or a docstring griffe cannot parse fails the build.
+docs: $(STAMP)
+	PYTHONPATH=. MPLBACKEND=Agg $(PY) docs/figures.py
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
+docs-serve: $(STAMP)
+	PYTHONPATH=. MPLBACKEND=Agg $(PY) docs/figures.py
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve
+
 lint: $(STAMP)
-	$(PY) -m ruff check keras_attention tests examples benchmarks
-	$(PY) -m ruff format --check keras_attention tests examples benchmarks
+	$(PY) -m ruff check keras_attention tests examples benchmarks docs/figures.py
+	$(PY) -m ruff format --check keras_attention tests examples benchmarks docs/figures.py
 
 format: $(STAMP)
-	$(PY) -m ruff check --fix keras_attention tests examples benchmarks
-	$(PY) -m ruff format keras_attention tests examples benchmarks
+	$(PY) -m ruff check --fix keras_attention tests examples benchmarks docs/figures.py
+	$(PY) -m ruff format keras_attention tests examples benchmarks docs/figures.py
 
 clean:
-	rm -rf $(VENV) outputs .pytest_cache .ruff_cache
+	rm -rf $(VENV) outputs site .pytest_cache .ruff_cache

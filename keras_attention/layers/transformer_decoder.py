@@ -28,9 +28,12 @@ class TransformerDecoder(keras.layers.Layer):
 
     Args:
         num_layers: number of blocks.
-        num_heads, intermediate_dim, dropout, attention_dropout, activation,
-        normalize_first, layer_norm_epsilon, kernel_initializer,
-        bias_initializer, seed, attention_impl: as `TransformerDecoderBlock`.
+        num_heads, intermediate_dim, dropout, attention_dropout: as
+            `TransformerDecoderBlock`.
+        activation, normalize_first, layer_norm_epsilon: as
+            `TransformerDecoderBlock`.
+        kernel_initializer, bias_initializer, seed, attention_impl: as
+            `TransformerDecoderBlock`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

@@ -21,9 +21,12 @@ class TransformerEncoder(keras.layers.Layer):
 
     Args:
         num_layers: number of blocks.
-        num_heads, intermediate_dim, dropout, attention_dropout, activation,
-        normalize_first, layer_norm_epsilon, kernel_initializer,
-        bias_initializer, seed, attention_impl: as `TransformerEncoderBlock`.
+        num_heads, intermediate_dim, dropout, attention_dropout: as
+            `TransformerEncoderBlock`.
+        activation, normalize_first, layer_norm_epsilon: as
+            `TransformerEncoderBlock`.
+        kernel_initializer, bias_initializer, seed, attention_impl: as
+            `TransformerEncoderBlock`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
