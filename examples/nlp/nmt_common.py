@@ -293,11 +293,11 @@ def make_dataset(
     dataset = dataset.map(pad_to_bound, num_parallel_calls=tf.data.AUTOTUNE)
     if seed is not None:
         dataset = dataset.shuffle(64, seed=seed)  # mix the buckets
-        # Bucketing hides the number of batches from Keras; count it once
-        # (it is the same every epoch: each pair always lands in the same
-        # bucket) and tell Keras (progress bar, no "ran out of data").
-        steps = sum(1 for _ in dataset)
-        dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps))
+    # Bucketing hides the number of batches from Keras; count it once (it
+    # is the same every epoch: each pair always lands in the same bucket)
+    # and tell Keras (progress bar, no "ran out of data" warning).
+    steps = sum(1 for _ in dataset)
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps))
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
@@ -724,6 +724,8 @@ def run(args, build, architecture_keys):
     )
     results = {"direction": direction, "parameters": model.count_params()}
     if use_trained:
+        # The weights file holds the optimizer state too: build it first.
+        model.optimizer.build(model.trainable_variables)
         model.load_weights(weights_path)
     else:
         val_src, val_tgt, _ = load_multi30k(
