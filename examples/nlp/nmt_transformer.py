@@ -31,11 +31,22 @@ Run:
     echo "Ein Hund rennt über eine Wiese." | \\
         python examples/nlp/nmt_transformer.py --output-dir ... --translate
 
+Measured on 2 shared CPU cores (TensorFlow 2.21, keras 3.15; 7.03 M
+weights; 145 steps of about 4000 target tokens per epoch; sacrebleu 13a on
+the 1,014 raw validation references):
+
+    direction  epochs  training  greedy BLEU (lc) / chrF   beam 5 BLEU (lc) / chrF
+    de -> en   10      50 min    37.85 (38.11) / 57.63    38.59 (38.91) / 58.32
+
+(epochs took 210-320 s: the machine was shared with other jobs). Decoding
+the 1,014 sentences took 43 s greedy and 118 s with 5 beams, XLA
+compilation included.
+
 On a GPU the same script scales up by flags: `--batch-tokens 25000
 --hidden-dim 512 --num-layers 6 --intermediate-dim 2048` is the paper's
-base model (with `--epochs` and `--warmup-steps 4000` to match).
-Measured results are in the README and the header of `nmt_common.py`'s
-callers' closing notes.
+base model (with more `--epochs` and `--warmup-steps 4000 --lr-scale 1`
+to match); an epoch of the default model is a few seconds there, so
+`--epochs 30` and checkpoint averaging are the obvious next steps.
 """
 
 import argparse
