@@ -23,6 +23,22 @@ def rng():
     return np.random.default_rng(0)
 
 
+@pytest.fixture
+def jit():
+    """Compile a function with XLA on the current backend:
+    `tf.function(jit_compile=True)` on TensorFlow, `jax.jit` on JAX."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return lambda fn: tf.function(fn, jit_compile=True)
+    if backend == "jax":
+        import jax
+
+        return jax.jit
+    pytest.skip(f"no XLA compilation helper for the {backend} backend")
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip `tf_only` tests (SavedModel, tf.function tracing, GradientTape on
     weights, tf.distribute) when the suite runs on another backend."""
