@@ -44,7 +44,12 @@ def pytest_collection_modifyitems(config, items):
     weights, tf.distribute) when the suite runs on another backend."""
     if keras.backend.backend() == "tensorflow":
         return
-    skip = pytest.mark.skip(reason="TensorFlow-only by nature (marked tf_only)")
     for item in items:
-        if "tf_only" in item.keywords:
-            item.add_marker(skip)
+        marker = item.get_closest_marker("tf_only")
+        if marker is None:
+            continue
+        why = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+        reason = "TensorFlow-only by nature (marked tf_only)" + (
+            f": {why}" if why else ""
+        )
+        item.add_marker(pytest.mark.skip(reason=reason))
