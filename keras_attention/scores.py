@@ -105,7 +105,7 @@ def _check_same_width(score, query_shape, key_shape):
     dq, dk = query_shape[-1], key_shape[-1]
     if dq is not None and dk is not None and dq != dk:
         raise ValueError(
-            f"The `{score}` score needs query and key of the same width. "
+            f"The `{score}` score needs `query` and `key` of the same width. "
             f"Received: query.shape[-1]={dq}, key.shape[-1]={dk}. "
             "Use the `general` or `additive` score for different widths."
         )

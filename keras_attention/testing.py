@@ -425,7 +425,15 @@ def check_causality(layer, inputs, call_kwargs=None, time_axis=1):
     def first_output(*full):
         return keras.tree.flatten(layer(*full, **call_kwargs))[0]
 
-    length = _to_numpy(first_output(*args)).shape[time_axis]
+    reference = _to_numpy(first_output(*args))
+    length = reference.shape[time_axis]
+    # A fixed random projection of output `t`, not its plain sum: the sum of
+    # a LayerNorm output over features is constant (its gradient is 0 up to
+    # rounding), which would hide any dependence of a post-LN block.
+    projection = np.random.default_rng(0).normal(
+        size=np.delete(reference.shape, time_axis)
+    )
+    projection = ops.convert_to_tensor(projection.astype("float32"))
     positions = [
         i
         for i, x in enumerate(args)
@@ -441,7 +449,7 @@ def check_causality(layer, inputs, call_kwargs=None, time_axis=1):
             for i, x in zip(positions, float_args, strict=True):
                 full[i] = x
             out = ops.cast(first_output(*full), "float32")
-            return ops.sum(ops.take(out, t, axis=time_axis))
+            return ops.sum(ops.take(out, t, axis=time_axis) * projection)
 
         grads = input_gradients(loss, [args[i] for i in positions])
         for i, g in zip(positions, grads, strict=True):

@@ -23,12 +23,33 @@ def rng():
     return np.random.default_rng(0)
 
 
+@pytest.fixture
+def jit():
+    """Compile a function with XLA on the current backend:
+    `tf.function(jit_compile=True)` on TensorFlow, `jax.jit` on JAX."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return lambda fn: tf.function(fn, jit_compile=True)
+    if backend == "jax":
+        import jax
+
+        return jax.jit
+    pytest.skip(f"no XLA compilation helper for the {backend} backend")
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip `tf_only` tests (SavedModel, tf.function tracing, GradientTape on
     weights, tf.distribute) when the suite runs on another backend."""
     if keras.backend.backend() == "tensorflow":
         return
-    skip = pytest.mark.skip(reason="TensorFlow-only by nature (marked tf_only)")
     for item in items:
-        if "tf_only" in item.keywords:
-            item.add_marker(skip)
+        marker = item.get_closest_marker("tf_only")
+        if marker is None:
+            continue
+        why = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+        reason = "TensorFlow-only by nature (marked tf_only)" + (
+            f": {why}" if why else ""
+        )
+        item.add_marker(pytest.mark.skip(reason=reason))

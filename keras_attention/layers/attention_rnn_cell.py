@@ -219,7 +219,7 @@ class AttentionRNNCell(keras.layers.Layer):
         """
         check_rank("memory", memory.shape, 3)
         if memory_mask is not None:
-            check_rank("memory_mask", memory_mask.shape, 2)
+            ka_ops.check_mask("memory_mask", memory_mask, tuple(memory.shape[:2]))
             memory_mask = ops.cast(memory_mask, "bool")
         score = self.attention.score
         keys = score.project_key(memory) if hasattr(score, "project_key") else memory
@@ -293,6 +293,13 @@ class AttentionRNNCell(keras.layers.Layer):
                 f"`states` must be a list of {expected} tensors (see `state_size`). "
                 f"Received: {len(states)} tensors"
             )
+        for i, (state, size) in enumerate(zip(states, self.state_size, strict=True)):
+            width = getattr(state, "shape", (None,))[-1]
+            if width is not None and width != size:
+                raise ValueError(
+                    f"`states[{i}]` must have width {size} (see `state_size`). "
+                    f"Received: states[{i}].shape={tuple(state.shape)}"
+                )
         return self._step_fn(inputs, states, memory_cache, training)
 
     def call(self, inputs, states, memory, memory_mask=None, training=None):

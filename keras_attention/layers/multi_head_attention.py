@@ -4,13 +4,14 @@ import keras
 from keras import ops
 
 from keras_attention import ops as ka_ops
+from keras_attention.layers.validation import check_index
 from keras_attention.layers.validation import check_positive_int
 from keras_attention.layers.validation import check_rank
 from keras_attention.layers.validation import check_rate
 from keras_attention.layers.validation import check_same
 
 
-def check_cache(cache, batch, num_heads, head_dim):
+def check_cache(cache, batch, num_heads, head_dim, name="cache"):
     """ValueError unless `cache` has the static shape `(B, 2, S, N, H)`."""
     shape = tuple(cache.shape)
     expected = (batch, 2, None, num_heads, head_dim)
@@ -20,8 +21,8 @@ def check_cache(cache, batch, num_heads, head_dim):
     )
     if not ok:
         raise ValueError(
-            "`cache` must have shape (batch, 2, max_length, num_heads, key_dim) "
-            f"= {expected}. Received: cache.shape={shape}"
+            f"`{name}` must have shape (batch, 2, max_length, num_heads, key_dim) "
+            f"= {expected}. Received: {name}.shape={shape}"
         )
 
 
@@ -363,6 +364,13 @@ class MultiHeadAttention(keras.layers.Layer):
             if cache_index is None:
                 k, v = cache[:, 0], cache[:, 1]  # (B, S_max, N, H)
             else:
+                check_index(
+                    "cache_index",
+                    cache_index,
+                    q.shape[1],
+                    cache.shape[2],
+                    "cache.shape[2]",
+                )
                 cache_index = ops.cast(cache_index, "int32")
                 start = [0, cache_index, 0, 0]
                 k = ops.slice_update(cache[:, 0], start, ops.cast(k, cache.dtype))

@@ -2,6 +2,7 @@ import keras
 from keras import ops
 
 from keras_attention.layers.sinusoidal_position_encoding import _positions
+from keras_attention.layers.validation import check_index
 from keras_attention.layers.validation import check_positive_int
 from keras_attention.layers.validation import check_rank
 
@@ -69,6 +70,9 @@ class PositionEmbedding(keras.layers.Layer):
                 f"{self.sequence_length}. Received: inputs.shape="
                 f"{tuple(inputs.shape)}"
             )
+        check_index(
+            "start_index", start_index, length, self.sequence_length, "sequence_length"
+        )
         positions = _positions(inputs, start_index)  # ([B,] T)
         embedding = ops.take(self.embeddings, positions, axis=0)
         return ops.broadcast_to(

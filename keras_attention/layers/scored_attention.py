@@ -101,9 +101,11 @@ class ScoredAttention(keras.layers.Layer):
     def _check_shapes(self, query_shape, value_shape, key_shape):
         check_rank("query", query_shape, (2, 3))
         check_rank("value", value_shape, 3)
+        check_same("query", query_shape[0], "value", value_shape[0], "batch size")
         if key_shape is not None:
             check_rank("key", key_shape, 3)
             check_same("key", key_shape[1], "value", value_shape[1], "length")
+            check_same("key", key_shape[0], "value", value_shape[0], "batch size")
         if self.window is not None and len(query_shape) == 2:
             raise ValueError(
                 "`window` needs a sequence query (B, T, D) to know each query's "

@@ -110,7 +110,7 @@ class SelfAttention2D(keras.layers.Layer):
             for axis, size in (("height", shape[1]), ("width", shape[2])):
                 if size is not None and size % 2:
                     raise ValueError(
-                        f"`pool_keys=True` needs an even {axis}. "
+                        f"`inputs` must have an even {axis} with `pool_keys=True`. "
                         f"Received: inputs.shape={tuple(shape)}"
                     )
 

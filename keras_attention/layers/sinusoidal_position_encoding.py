@@ -3,6 +3,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attention.layers.validation import check_index
 from keras_attention.layers.validation import check_rank
 
 
@@ -78,6 +79,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     def call(self, inputs, start_index=0):
         check_rank("inputs", tuple(inputs.shape), 3)
+        check_index("start_index", start_index, None, None, None)
         width = inputs.shape[-1]
         positions = ops.cast(_positions(inputs, start_index), "float32")
         features = ops.arange(width, dtype="int32")

@@ -8,6 +8,7 @@ from keras_attention.layers.transformer_layer_utils import check_block_arguments
 from keras_attention.layers.transformer_layer_utils import head_size
 from keras_attention.layers.transformer_layer_utils import offset_seed
 from keras_attention.layers.validation import check_positive_int
+from keras_attention.layers.validation import get_activation
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -95,7 +96,7 @@ class TransformerDecoder(keras.layers.Layer):
         self.intermediate_dim = intermediate_dim
         self.dropout = dropout
         self.attention_dropout = attention_dropout
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.normalize_first = normalize_first
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -140,12 +141,17 @@ class TransformerDecoder(keras.layers.Layer):
             axis=1,
         )
 
-    def _check_cache(self, name, cache):
+    def _check_cache(self, name, cache, batch):
         shape = tuple(cache.shape)
-        if len(shape) != 6 or shape[1] != self.num_layers:
+        expected = (batch, self.num_layers, 2, None, self.num_heads, self.key_dim)
+        ok = len(shape) == 6 and all(
+            want is None or got is None or got == want
+            for got, want in zip(shape, expected, strict=True)
+        )
+        if not ok:
             raise ValueError(
-                f"`{name}` must have shape (batch, num_layers={self.num_layers}, "
-                f"2, length, num_heads, key_dim). Received: {name}.shape={shape}"
+                f"`{name}` must have shape (batch, num_layers, 2, length, "
+                f"num_heads, key_dim) = {expected}. Received: {name}.shape={shape}"
             )
 
     def call(
@@ -166,14 +172,18 @@ class TransformerDecoder(keras.layers.Layer):
         if encoder_padding_mask is None and encoder_sequence is not None:
             encoder_padding_mask = getattr(encoder_sequence, "_keras_mask", None)
         if cache is not None:
-            self._check_cache("cache", cache)
+            self._check_cache("cache", cache, decoder_sequence.shape[0])
         elif cache_index is not None:
             raise ValueError(
                 "`cache_index` needs a `cache`. Received: cache=None, "
                 f"cache_index={cache_index}"
             )
         if cross_attention_cache is not None:
-            self._check_cache("cross_attention_cache", cross_attention_cache)
+            self._check_cache(
+                "cross_attention_cache",
+                cross_attention_cache,
+                decoder_sequence.shape[0],
+            )
         x = decoder_sequence  # (B, T, D)
         weights, caches = {}, []
         for i, block in enumerate(self.blocks):

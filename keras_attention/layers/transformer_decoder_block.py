@@ -1,6 +1,7 @@
 import keras
 
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
+from keras_attention.layers.multi_head_attention import check_cache
 from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attention.layers.transformer_layer_utils import FeedForward
 from keras_attention.layers.transformer_layer_utils import block_config
@@ -9,6 +10,8 @@ from keras_attention.layers.transformer_layer_utils import check_block_arguments
 from keras_attention.layers.transformer_layer_utils import clone_initializer
 from keras_attention.layers.transformer_layer_utils import head_size
 from keras_attention.layers.transformer_layer_utils import offset_seed
+from keras_attention.layers.validation import get_activation
+from keras_attention.ops.masks import check_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -108,7 +111,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
         self.intermediate_dim = intermediate_dim
         self.dropout = dropout
         self.attention_dropout = attention_dropout
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.normalize_first = normalize_first
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -196,6 +199,36 @@ class TransformerDecoderBlock(keras.layers.Layer):
                 "cross_attention_cache"
             )
 
+    def _check_call_arguments(
+        self,
+        decoder_sequence,
+        encoder_sequence,
+        decoder_padding_mask,
+        encoder_padding_mask,
+        self_attention_cache,
+        cross_attention_cache,
+    ):
+        """Name the argument at fault (the sublayers only know their own)."""
+        batch = decoder_sequence.shape[0]
+        if decoder_padding_mask is not None:
+            check_mask(
+                "decoder_padding_mask",
+                decoder_padding_mask,
+                tuple(decoder_sequence.shape[:2]),
+            )
+        if encoder_padding_mask is not None and encoder_sequence is not None:
+            check_mask(
+                "encoder_padding_mask",
+                encoder_padding_mask,
+                tuple(encoder_sequence.shape[:2]),
+            )
+        for name, cache in (
+            ("self_attention_cache", self_attention_cache),
+            ("cross_attention_cache", cross_attention_cache),
+        ):
+            if cache is not None:
+                check_cache(cache, batch, self.num_heads, self.key_dim, name=name)
+
     def _residual(self, x, norm, dropout, sublayer, training):
         """`LN(x + Drop(f(x)))` (post-LN) or `x + Drop(f(LN(x)))` (pre-LN)."""
         y = sublayer(norm(x) if self.normalize_first else x)
@@ -219,6 +252,14 @@ class TransformerDecoderBlock(keras.layers.Layer):
             decoder_padding_mask = getattr(decoder_sequence, "_keras_mask", None)
         if encoder_padding_mask is None and encoder_sequence is not None:
             encoder_padding_mask = getattr(encoder_sequence, "_keras_mask", None)
+        self._check_call_arguments(
+            decoder_sequence,
+            encoder_sequence,
+            decoder_padding_mask,
+            encoder_padding_mask,
+            self_attention_cache,
+            cross_attention_cache,
+        )
         has_encoder = encoder_sequence is not None or cross_attention_cache is not None
         if has_encoder:
             self._require_cross_attention()

@@ -7,6 +7,7 @@ from keras_attention.layers.transformer_layer_utils import check_attention_impl
 from keras_attention.layers.transformer_layer_utils import check_block_arguments
 from keras_attention.layers.transformer_layer_utils import offset_seed
 from keras_attention.layers.validation import check_positive_int
+from keras_attention.layers.validation import get_activation
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -80,7 +81,7 @@ class TransformerEncoder(keras.layers.Layer):
         self.intermediate_dim = intermediate_dim
         self.dropout = dropout
         self.attention_dropout = attention_dropout
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.normalize_first = normalize_first
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

@@ -8,6 +8,8 @@ from keras_attention.layers.transformer_layer_utils import check_block_arguments
 from keras_attention.layers.transformer_layer_utils import clone_initializer
 from keras_attention.layers.transformer_layer_utils import head_size
 from keras_attention.layers.transformer_layer_utils import offset_seed
+from keras_attention.layers.validation import get_activation
+from keras_attention.ops.masks import check_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -89,7 +91,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.intermediate_dim = intermediate_dim
         self.dropout = dropout
         self.attention_dropout = attention_dropout
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.normalize_first = normalize_first
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -151,6 +153,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
     ):
         if padding_mask is None:
             padding_mask = getattr(inputs, "_keras_mask", None)
+        if padding_mask is not None:
+            check_mask("padding_mask", padding_mask, tuple(inputs.shape[:2]))
         x = inputs  # (B, T, D)
         residual = x
         if self.normalize_first:

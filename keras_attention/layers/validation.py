@@ -1,6 +1,9 @@
 """Argument checks shared by the layers: each raises a ValueError that names
 the argument, the rule and the received value."""
 
+import keras
+import numpy as np
+
 
 def check_positive_int(name, value, allow_none=False):
     if value is None and allow_none:
@@ -32,3 +35,45 @@ def check_same(name_a, a, name_b, b, what):
             f"`{name_a}` and `{name_b}` must have the same {what}. "
             f"Received: {name_a} {what}={a}, {name_b} {what}={b}"
         )
+
+
+def static_int(value):
+    """`value` as a Python int when it is known without running anything (a
+    Python or numpy integer), else `None` (e.g. a traced tensor)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu":
+        return int(value)
+    return None
+
+
+def check_index(name, value, length, limit, limit_name):
+    """ValueError unless `length` positions from `value` fit in `[0, limit)`.
+
+    Only static indices (see `static_int`) are checked; `length` or `limit`
+    `None` (unknown) skips the upper bound.
+    """
+    index = static_int(value)
+    if index is None:
+        return
+    if index < 0:
+        raise ValueError(f"`{name}` must be >= 0. Received: {name}={index}")
+    if length is not None and limit is not None and index + length > limit:
+        raise ValueError(
+            f"`{name}` + the {length} new position(s) must not exceed "
+            f"`{limit_name}`={limit}: `{name}` must be <= {limit - length}. "
+            f"Received: {name}={index}"
+        )
+
+
+def get_activation(value, name="activation"):
+    """`keras.activations.get(value)` with an error naming the argument."""
+    try:
+        return keras.activations.get(value)
+    except (ValueError, TypeError) as error:
+        raise ValueError(
+            f"`{name}` must be the name of a Keras activation or a callable. "
+            f"Received: {name}={value!r}"
+        ) from error

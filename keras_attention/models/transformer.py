@@ -11,6 +11,7 @@ from keras_attention.layers.sinusoidal_position_encoding import (
 from keras_attention.layers.transformer_decoder import TransformerDecoder
 from keras_attention.layers.transformer_encoder import TransformerEncoder
 from keras_attention.layers.validation import check_positive_int
+from keras_attention.layers.validation import get_activation
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
 
@@ -121,7 +122,7 @@ class Transformer(keras.Model):
         self.num_decoder_layers = num_decoder_layers
         self.dropout = dropout
         self.attention_dropout = attention_dropout
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.normalize_first = normalize_first
         self.layer_norm_epsilon = layer_norm_epsilon
         self.position_encoding = position_encoding

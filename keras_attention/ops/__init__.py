@@ -11,6 +11,7 @@ from keras_attention.ops.attention import multi_head_attention
 from keras_attention.ops.attention import weighted_sum
 from keras_attention.ops.masks import band_mask
 from keras_attention.ops.masks import causal_mask
+from keras_attention.ops.masks import check_mask
 from keras_attention.ops.masks import chosen_positions_mask
 from keras_attention.ops.masks import compute_attention_mask
 from keras_attention.ops.masks import merge_masks
@@ -24,6 +25,7 @@ __all__ = [
     "ATTENTION_IMPLS",
     "CHUNKED_MIN_SIZE",
     "check_attention_impl",
+    "check_mask",
     "choose_attention_impl",
     "multi_head_attention",
     "attention",

@@ -1,5 +1,7 @@
 """Boolean attention masks. Convention everywhere: True = may attend."""
 
+import keras
+import numpy as np
 from keras import ops
 
 
@@ -56,8 +58,26 @@ def _static_shape(x):
     return tuple(getattr(x, "shape", ()))
 
 
-def _check_mask(name, mask, expected):
-    """Raise a ValueError when a mask's static shape cannot broadcast."""
+def check_mask(name, mask, expected=None):
+    """Check a mask's dtype and static shape (no data is read: free in a loop).
+
+    Raises a TypeError unless the mask is boolean or integer (0/1): a float
+    mask is refused because it is ambiguous, an additive mask (0 = attend,
+    -inf = hide) would silently mean the opposite once cast to bool. Raises
+    a ValueError unless its static shape has the rank of `expected` and
+    broadcasts to it (`None` entries of either are not checked).
+    """
+    dtype = getattr(mask, "dtype", None)
+    dtype = np.asarray(mask).dtype if dtype is None else dtype
+    dtype = keras.backend.standardize_dtype(dtype)
+    if dtype != "bool" and "int" not in dtype:
+        raise TypeError(
+            f"`{name}` must be boolean (True = may attend) or integer 0/1; a "
+            "float mask is ambiguous (additive masks use 0 for 'attend'). "
+            f"Received: {name}.dtype={dtype}"
+        )
+    if expected is None:
+        return
     shape = _static_shape(mask)
     if len(shape) != len(expected):
         raise ValueError(
@@ -102,14 +122,14 @@ def compute_attention_mask(
     t, s = q_shape[1], v_shape[1]
     mask = None
     if query_mask is not None:
-        _check_mask("query_mask", query_mask, (batch, t))
+        check_mask("query_mask", query_mask, (batch, t))
         mask = ops.cast(query_mask, "bool")[:, :, None]
     for name, m in (("value_mask", value_mask), ("key_mask", key_mask)):
         if m is not None:
-            _check_mask(name, m, (batch, s))
+            check_mask(name, m, (batch, s))
             mask = merge_masks(mask, ops.cast(m, "bool")[:, None, :])
     if attention_mask is not None:
-        _check_mask("attention_mask", attention_mask, (batch, t, s))
+        check_mask("attention_mask", attention_mask, (batch, t, s))
         mask = merge_masks(mask, attention_mask)
     if use_causal_mask:
         q_len = ops.shape(query)[1]

@@ -2,9 +2,12 @@ import runpy
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).parents[2] / "benchmarks" / "generation_cache.py"
 
 
+@pytest.mark.tf_only(reason="the benchmark compares against a tf.function loop")
 def test_generation_benchmark_smoke_run_has_identical_tokens(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", [str(SCRIPT), "--smoke"])
     runpy.run_path(str(SCRIPT), run_name="__main__")

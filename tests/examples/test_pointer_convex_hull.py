@@ -2,6 +2,7 @@ import importlib.util
 import pathlib
 
 import numpy as np
+import pytest
 
 SCRIPT = (
     pathlib.Path(__file__).parents[2]
@@ -42,6 +43,7 @@ def test_targets_and_metrics():
     assert hull.evaluate(x, y, shorter) == (0.0, 0.0)
 
 
+@pytest.mark.tf_only(reason="the script feeds tf.data and decodes in tf.function")
 def test_smoke_run(tmp_path):
     argv = [
         "--n", "5", "--units", "8", "--epochs", "1", "--steps-per-epoch", "3",

@@ -3,6 +3,7 @@ import json
 import pathlib
 
 import numpy as np
+import pytest
 
 SCRIPT = (
     pathlib.Path(__file__).parents[2] / "examples" / "structured" / "pointer_sort.py"
@@ -16,6 +17,9 @@ def _load():
     return module
 
 
+@pytest.mark.tf_only(
+    reason="the script feeds tf.data, decodes in tf.function and exports a SavedModel"
+)
 def test_smoke_run(tmp_path):
     argv = [
         "--n", "4", "--units", "8", "--epochs", "1", "--steps-per-epoch", "3",

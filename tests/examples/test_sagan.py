@@ -51,6 +51,9 @@ def test_frechet_distance_is_zero_for_identical_sets_and_grows_with_shift():
     np.testing.assert_allclose(shifted, 6 * 4.0, rtol=1e-6)
 
 
+@pytest.mark.tf_only(
+    reason="the SAGAN script trains with a tf.GradientTape train_step and exports a SavedModel"
+)
 def test_smoke_run_trains_evaluates_and_exports(tmp_path):
     report = sagan.main(["--smoke", "--output-dir", str(tmp_path)])
     assert report["samples"] == 256

@@ -42,6 +42,9 @@ def test_help_documents_every_flag(capsys):
         assert flag in text
 
 
+@pytest.mark.tf_only(
+    reason="the script decodes in tf.function and exports a SavedModel"
+)
 @pytest.mark.parametrize("attention", ["luong"])
 def test_smoke_run_with_export(attention, tmp_path):
     script = load_script()
@@ -58,6 +61,9 @@ def test_smoke_run_with_export(attention, tmp_path):
     assert (tmp_path / "saved_model" / "saved_model.pb").exists()
 
 
+@pytest.mark.tf_only(
+    reason="the script decodes in tf.function and exports a SavedModel"
+)
 def test_transformer_smoke_run_with_export(tmp_path):
     script = load_script()
     result = script.main(

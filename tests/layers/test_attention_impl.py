@@ -6,9 +6,9 @@ import importlib
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import keras_attention as ka
+from keras_attention import testing
 from keras_attention.ops.chunked_attention import chunked_attention
 
 # `keras_attention.ops.attention` is also the name of a function.
@@ -33,33 +33,42 @@ def _pair(cls, *args, **kwargs):
     return dense, chunked
 
 
-def _value_and_grads(layer, inputs, kwargs, mode):
-    def run(*inputs):
-        with tf.GradientTape() as tape:
-            tape.watch(inputs)
-            out = layer(*inputs, **kwargs)
-            loss = tf.reduce_sum(out * tf.cos(out))  # a non-trivial upstream
-        grads = tape.gradient(loss, [*inputs, *layer.trainable_weights])
-        return [out, *grads]
+def _value_and_grads(layer, inputs, kwargs, compile=None):
+    """Output and gradients of `sum(out * cos(out))` with respect to the
+    inputs and every trainable weight, through `stateless_call` and
+    `testing.input_gradients` (any backend), eagerly or under `compile`."""
+    weights = [keras.ops.convert_to_numpy(w) for w in layer.trainable_weights]
+    frozen = [w.value for w in layer.non_trainable_weights]
+    n = len(inputs)
 
-    if mode != "eager":
-        run = tf.function(run, jit_compile=mode == "xla")
-    return [np.asarray(x) for x in run(*inputs)]
+    def forward(*args):
+        out, _ = layer.stateless_call(list(args[n:]), frozen, *args[:n], **kwargs)
+        return out
+
+    def loss(*args):
+        out = forward(*args)
+        return keras.ops.sum(out * keras.ops.cos(out))  # a non-trivial upstream
+
+    def run(*args):
+        return [forward(*args), *testing.input_gradients(loss, args)]
+
+    if compile is not None:
+        run = compile(run)
+    return [np.asarray(x) for x in run(*inputs, *weights)]
 
 
 def _padding(length, real):
     mask = np.ones((B, length), bool)
     mask[1, real:] = False
-    return tf.constant(mask)
+    return mask
 
 
-@pytest.mark.tf_only  # GradientTape and tf.function modes
 @pytest.mark.parametrize(
-    "causal, padded, mode",
-    [(False, True, "eager"), (True, False, "graph"), (True, True, "xla")],
+    "causal, padded, compiled",
+    [(False, True, False), (True, False, False), (True, True, True)],
 )
-def test_self_attention_chunked_equals_dense(causal, padded, mode):
-    x = tf.constant(np.random.default_rng(0).normal(size=(B, T, D)), "float32")
+def test_self_attention_chunked_equals_dense(causal, padded, compiled, jit):
+    x = np.random.default_rng(0).normal(size=(B, T, D)).astype("float32")
     dense, chunked = _pair(ka.layers.MultiHeadSelfAttention, N, H)
     dense.build(x.shape)
     chunked.build(x.shape)
@@ -67,46 +76,51 @@ def test_self_attention_chunked_equals_dense(causal, padded, mode):
     kwargs = dict(use_causal_mask=causal)
     if padded:
         kwargs["query_mask"] = _padding(T, 6)
-    want = _value_and_grads(dense, [x], kwargs, mode)
-    got = _value_and_grads(chunked, [x], kwargs, mode)
+    compile = jit if compiled else None
+    want = _value_and_grads(dense, [x], kwargs, compile)
+    got = _value_and_grads(chunked, [x], kwargs, compile)
+    assert len(want) == 2 + len(dense.trainable_weights)
     for a, b in zip(want, got, strict=True):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.tf_only  # GradientTape and tf.function modes
-@pytest.mark.parametrize("mode", ["eager", "xla"])
-def test_cross_attention_chunked_equals_dense_t_ne_s(mode):
+@pytest.mark.parametrize("compiled", [False, True])
+def test_cross_attention_chunked_equals_dense_t_ne_s(compiled, jit):
     rng = np.random.default_rng(1)
-    query = tf.constant(rng.normal(size=(B, T, D)), "float32")
-    value = tf.constant(rng.normal(size=(B, S, 5)), "float32")
+    query = rng.normal(size=(B, T, D)).astype("float32")
+    value = rng.normal(size=(B, S, 5)).astype("float32")
     dense, chunked = _pair(ka.layers.MultiHeadAttention, N, H, value_dim=2)
     dense.build(query.shape, value.shape)
     chunked.build(query.shape, value.shape)
     chunked.set_weights(dense.get_weights())
     kwargs = dict(query_mask=_padding(T, 8), value_mask=_padding(S, 4))
-    want = _value_and_grads(dense, [query, value], kwargs, mode)
-    got = _value_and_grads(chunked, [query, value], kwargs, mode)
+    compile = jit if compiled else None
+    want = _value_and_grads(dense, [query, value], kwargs, compile)
+    got = _value_and_grads(chunked, [query, value], kwargs, compile)
     for a, b in zip(want, got, strict=True):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.tf_only  # GradientTape and tf.function modes
-def test_cached_decoding_chunked_equals_dense():
-    x = tf.constant(np.random.default_rng(2).normal(size=(B, 3, D)), "float32")
+def test_cached_decoding_chunked_equals_dense(jit):
+    x = np.random.default_rng(2).normal(size=(B, 3, D)).astype("float32")
     dense, chunked = _pair(ka.layers.MultiHeadSelfAttention, N, H)
     dense.build(x.shape)
     chunked.build(x.shape)
     chunked.set_weights(dense.get_weights())
-    cache = tf.zeros((B, 2, 8, N, H))
+    cache = np.zeros((B, 2, 8, N, H), "float32")
 
-    @tf.function(jit_compile=True)
-    def step(layer, tokens, cache, index):
-        return layer(tokens, use_causal_mask=True, cache=cache, cache_index=index)
+    def stepper(layer):
+        @jit
+        def step(tokens, cache, index):
+            return layer(tokens, use_causal_mask=True, cache=cache, cache_index=index)
 
+        return step
+
+    dense_step, chunked_step = stepper(dense), stepper(chunked)
     want_cache = got_cache = cache
     for index, (start, stop) in enumerate([(0, 2), (2, 3)]):
-        want, want_cache = step(dense, x[:, start:stop], want_cache, start)
-        got, got_cache = step(chunked, x[:, start:stop], got_cache, start)
+        want, want_cache = dense_step(x[:, start:stop], want_cache, start)
+        got, got_cache = chunked_step(x[:, start:stop], got_cache, start)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=index)
     np.testing.assert_allclose(got_cache, want_cache, rtol=1e-6)
 

@@ -158,7 +158,7 @@ def test_decoder_block_bad_cache_and_missing_encoder(rng):
     enc = rng.normal(size=(B, S, D)).astype("float32")
     block = TransformerDecoderBlock(N, F)
     block(x, enc)
-    with pytest.raises(ValueError, match="`cache`"):
+    with pytest.raises(ValueError, match="`self_attention_cache`"):
         block(
             x[:, :1],
             enc,

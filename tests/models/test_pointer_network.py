@@ -3,7 +3,6 @@ import itertools
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import keras_attention as ka
 
@@ -156,11 +155,11 @@ def test_jit_compiled_fit(rng):
 
 
 @pytest.mark.parametrize("beam_width", [1, 2])
-def test_jit_compiled_decode_equals_eager(rng, beam_width):
+def test_jit_compiled_decode_equals_eager(rng, beam_width, jit):
     x = _inputs(rng, batch=4, length=4)
     model = _model(x, glimpse=True)
-    compiled = tf.function(lambda x: model.decode(x, beam_width), jit_compile=True)
-    got, eager = compiled(tf.constant(x)), model.decode(x, beam_width)
+    compiled = jit(lambda x: model.decode(x, beam_width))
+    got, eager = compiled(x), model.decode(x, beam_width)
     np.testing.assert_array_equal(np.array(got[0]), np.array(eager[0]))
     np.testing.assert_allclose(np.array(got[1]), np.array(eager[1]), rtol=1e-5)
 

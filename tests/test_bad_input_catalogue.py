@@ -1,0 +1,527 @@
+"""A catalogue of wrong calls: each must raise a clear error.
+
+Every entry is a wrong constructor argument or call across the public
+layers (and the decoding functions): wrong rank, mismatched widths, lengths
+or batch sizes, masks of the wrong shape or dtype, non-positive sizes,
+unknown names, caches of the wrong size, `start_index` / `cache_index` out
+of range. Each must raise `ValueError` or `TypeError` whose message names
+the argument (in backticks, as the library writes it) and shows the received
+value after "Received:", so the user sees at once what to fix.
+
+Not in the catalogue: NaN inputs. Detecting them needs a pass over the data
+(and, inside a compiled loop, a device-to-host sync) on every call, which the
+library does not add to its hot paths; use `tf.debugging.enable_check_numerics`
+or `jax.config.update("jax_debug_nans", True)` to hunt them.
+"""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attention as ka
+from keras_attention import scores
+
+L = ka.layers
+
+
+def _x(*shape):
+    return np.random.default_rng(0).normal(size=shape).astype("float32")
+
+
+def _ones(*shape, dtype=bool):
+    return np.ones(shape, dtype=dtype)
+
+
+def _built(layer, *inputs, **kwargs):
+    layer(*inputs, **kwargs)
+    return layer
+
+
+def _gru_cell():
+    return L.AttentionRNNCell(keras.layers.GRUCell(4), L.BahdanauAttention(units=3))
+
+
+def _mha():
+    return _built(
+        L.MultiHeadAttention(num_heads=2, key_dim=2), _x(2, 3, 4), _x(2, 5, 4)
+    )
+
+
+def _cache(*shape):
+    return np.zeros(shape, "float32")
+
+
+# (id, call, argument named in the message, received value shown)
+CASES = [
+    # -- constructors: non-positive sizes, rates, unknown names --------------
+    ("score-unknown", lambda: L.ScoredAttention(score="bogus"), "score", "'bogus'"),
+    ("score-type", lambda: L.ScoredAttention(score=3), "score", "score=3"),
+    (
+        "probability-unknown",
+        lambda: L.ScoredAttention(probability="softmin"),
+        "probability",
+        "probability='softmin'",
+    ),
+    ("dropout>1", lambda: L.ScoredAttention(dropout=1.5), "dropout", "dropout=1.5"),
+    ("window=0", lambda: L.ScoredAttention(window=0), "window", "window=0"),
+    ("units=0", lambda: L.BahdanauAttention(units=0), "units", "units=0"),
+    ("units-float", lambda: L.BahdanauAttention(units=2.0), "units", "units=2.0"),
+    (
+        "luong-score-unknown",
+        lambda: L.LuongAttention(score="bilinear"),
+        "score",
+        "score='bilinear'",
+    ),
+    (
+        "luong-units-without-concat",
+        lambda: L.LuongAttention("general", units=3),
+        "units",
+        "units=3",
+    ),
+    (
+        "location-max_length",
+        lambda: scores.Location(max_length=0),
+        "max_length",
+        "max_length=0",
+    ),
+    (
+        "num_heads=0",
+        lambda: L.MultiHeadAttention(num_heads=0, key_dim=2),
+        "num_heads",
+        "num_heads=0",
+    ),
+    (
+        "key_dim<0",
+        lambda: L.MultiHeadAttention(num_heads=2, key_dim=-1),
+        "key_dim",
+        "key_dim=-1",
+    ),
+    (
+        "attention_impl-unknown",
+        lambda: L.MultiHeadAttention(2, 2, attention_impl="flash"),
+        "attention_impl",
+        "attention_impl='flash'",
+    ),
+    (
+        "fused-value_dim",
+        lambda: L.MultiHeadSelfAttention(2, 2, value_dim=3),
+        "value_dim",
+        "value_dim=3",
+    ),
+    (
+        "activation-unknown",
+        lambda: L.TransformerEncoderBlock(2, 8, activation="nope"),
+        "activation",
+        "activation='nope'",
+    ),
+    (
+        "intermediate_dim=0",
+        lambda: L.TransformerDecoderBlock(2, intermediate_dim=0),
+        "intermediate_dim",
+        "intermediate_dim=0",
+    ),
+    (
+        "num_layers=0",
+        lambda: L.TransformerDecoder(0, 2, 8),
+        "num_layers",
+        "num_layers=0",
+    ),
+    (
+        "attention_dropout<0",
+        lambda: L.TransformerEncoder(1, 2, 8, attention_dropout=-0.1),
+        "attention_dropout",
+        "attention_dropout=-0.1",
+    ),
+    (
+        "stack-attention_impl",
+        lambda: L.TransformerEncoder(1, 2, 8, attention_impl="flash"),
+        "attention_impl",
+        "attention_impl='flash'",
+    ),
+    ("pointer-units", lambda: L.PointerAttention(units=-2), "units", "units=-2"),
+    (
+        "channels_reduction=0",
+        lambda: L.SelfAttention2D(channels_reduction=0),
+        "channels_reduction",
+        "channels_reduction=0",
+    ),
+    (
+        "max_wavelength=1",
+        lambda: L.SinusoidalPositionEncoding(max_wavelength=1),
+        "max_wavelength",
+        "max_wavelength=1",
+    ),
+    (
+        "sequence_length=0",
+        lambda: L.PositionEmbedding(sequence_length=0),
+        "sequence_length",
+        "sequence_length=0",
+    ),
+    (
+        "rnn-style-unknown",
+        lambda: L.AttentionRNNCell(
+            keras.layers.GRUCell(4), L.BahdanauAttention(3), style="transformer"
+        ),
+        "style",
+        "style='transformer'",
+    ),
+    (
+        "rnn-cell-not-a-cell",
+        lambda: L.AttentionRNNCell(keras.layers.Dense(3), L.BahdanauAttention(3)),
+        "cell",
+        "cell=<Dense",
+    ),
+    (
+        "rnn-attention-not-scored",
+        lambda: L.AttentionRNNCell(keras.layers.GRUCell(4), L.MultiHeadAttention(2, 2)),
+        "attention",
+        "attention=<MultiHeadAttention",
+    ),
+    (
+        "rnn-decoder-plain-cell",
+        lambda: L.AttentionRNNDecoder(keras.layers.GRUCell(4)),
+        "cell",
+        "cell=<GRUCell",
+    ),
+    # -- calls: ranks, widths, lengths, batch sizes ------------------------
+    (
+        "query-rank-4",
+        lambda: L.ScoredAttention()(_x(2, 3, 4, 1), _x(2, 5, 4)),
+        "query",
+        "query.shape=(2, 3, 4, 1)",
+    ),
+    (
+        "value-rank-2",
+        lambda: L.ScoredAttention()(_x(2, 3, 4), _x(2, 5)),
+        "value",
+        "value.shape=(2, 5)",
+    ),
+    (
+        "key-value-lengths",
+        lambda: L.ScoredAttention()(_x(2, 3, 4), _x(2, 5, 4), key=_x(2, 4, 4)),
+        "key",
+        "key length=4",
+    ),
+    (
+        "query-value-batch",
+        lambda: L.ScoredAttention()(_x(2, 3, 4), _x(3, 5, 4)),
+        "query",
+        "query batch size=2",
+    ),
+    (
+        "dot-widths",
+        lambda: L.ScoredAttention("dot")(_x(2, 3, 4), _x(2, 5, 6)),
+        "query",
+        "query.shape[-1]=4",
+    ),
+    (
+        "location-too-many-keys",
+        lambda: L.ScoredAttention(scores.Location(max_length=4))(
+            _x(2, 3, 4), _x(2, 6, 4)
+        ),
+        "max_length",
+        "key length 6",
+    ),
+    (
+        "causal-vector-query",
+        lambda: L.ScoredAttention()(_x(2, 4), _x(2, 5, 4), use_causal_mask=True),
+        "use_causal_mask",
+        "query.shape=(2, 4)",
+    ),
+    (
+        "window-vector-query",
+        lambda: L.ScoredAttention(window=1)(_x(2, 4), _x(2, 5, 4)),
+        "window",
+        "query.shape=(2, 4)",
+    ),
+    (
+        "mha-query-width-changed",
+        lambda: _mha()(_x(2, 3, 5), _x(2, 5, 4)),
+        "query",
+        "query.shape=(2, 3, 5)",
+    ),
+    (
+        "mha-key-value-lengths",
+        lambda: _mha()(_x(2, 3, 4), _x(2, 5, 4), key=_x(2, 4, 4)),
+        "key",
+        "key length=4",
+    ),
+    (
+        "mha-batch",
+        lambda: _mha()(_x(2, 3, 4), _x(3, 5, 4)),
+        "query",
+        "query batch size=2",
+    ),
+    (
+        "encoder-heads-do-not-divide",
+        lambda: L.TransformerEncoderBlock(3, 8)(_x(2, 5, 4)),
+        "num_heads",
+        "inputs.shape=(2, 5, 4)",
+    ),
+    (
+        "pointer-query-rank",
+        lambda: L.PointerAttention(3)(_x(2, 3, 4, 1), _x(2, 5, 4)),
+        "query",
+        "query.shape=(2, 3, 4, 1)",
+    ),
+    (
+        "2d-rank-3",
+        lambda: L.SelfAttention2D(channels_reduction=2)(_x(2, 4, 4)),
+        "inputs",
+        "inputs.shape=(2, 4, 4)",
+    ),
+    (
+        "2d-odd-height-pooled",
+        lambda: L.SelfAttention2D(channels_reduction=2, pool_keys=True)(_x(2, 3, 4, 4)),
+        "inputs",
+        "inputs.shape=(2, 3, 4, 4)",
+    ),
+    (
+        "2d-reduction-too-large",
+        lambda: L.SelfAttention2D(channels_reduction=8)(_x(2, 4, 4, 4)),
+        "channels_reduction",
+        "channels_reduction=8",
+    ),
+    (
+        "position-embedding-too-long",
+        lambda: L.PositionEmbedding(4)(_x(2, 5, 3)),
+        "inputs",
+        "inputs.shape=(2, 5, 3)",
+    ),
+    (
+        "rnn-decoder-inputs-rank",
+        lambda: L.AttentionRNNDecoder(_gru_cell())(_x(2, 5), _x(2, 6, 4)),
+        "inputs",
+        "inputs.shape=(2, 5)",
+    ),
+    (
+        "rnn-decoder-batch",
+        lambda: L.AttentionRNNDecoder(_gru_cell())(_x(2, 3, 5), _x(3, 6, 4)),
+        "inputs",
+        "inputs batch size=2",
+    ),
+    (
+        "rnn-cell-state-width",
+        lambda: _gru_cell()(_x(2, 5), [_x(2, 3)], _x(2, 6, 4)),
+        "states[0]",
+        "states[0].shape=(2, 3)",
+    ),
+    (
+        "rnn-cell-state-count",
+        lambda: _gru_cell()(_x(2, 5), [_x(2, 4), _x(2, 4)], _x(2, 6, 4)),
+        "states",
+        "Received: 2 tensors",
+    ),
+    # -- masks: shape and dtype ------------------------------------------------
+    (
+        "value_mask-length",
+        lambda: L.ScoredAttention()(_x(2, 3, 4), _x(2, 5, 4), value_mask=_ones(2, 6)),
+        "value_mask",
+        "value_mask.shape=(2, 6)",
+    ),
+    (
+        "value_mask-float",
+        lambda: L.ScoredAttention()(
+            _x(2, 3, 4), _x(2, 5, 4), value_mask=_ones(2, 5, dtype="float32")
+        ),
+        "value_mask",
+        "value_mask.dtype=float32",
+    ),
+    (
+        "attention_mask-rank",
+        lambda: _mha()(_x(2, 3, 4), _x(2, 5, 4), attention_mask=_ones(3, 5)),
+        "attention_mask",
+        "attention_mask.shape=(3, 5)",
+    ),
+    (
+        "query_mask-float",
+        lambda: _mha()(_x(2, 3, 4), _x(2, 5, 4), query_mask=_ones(2, 3, dtype="f8")),
+        "query_mask",
+        "query_mask.dtype=float",  # Keras casts float64 to floatx,
+    ),
+    (
+        "pointer-value_mask-rank",
+        lambda: L.PointerAttention(3)(
+            _x(2, 3, 4), _x(2, 5, 4), value_mask=_ones(2, 5, 1)
+        ),
+        "value_mask",
+        "value_mask.shape=(2, 5, 1)",
+    ),
+    (
+        "pointer-attention_mask-length",
+        lambda: L.PointerAttention(3)(
+            _x(2, 3, 4), _x(2, 5, 4), attention_mask=_ones(2, 3, 4)
+        ),
+        "attention_mask",
+        "attention_mask length=4",
+    ),
+    (
+        "padding_mask-length",
+        lambda: L.TransformerEncoderBlock(2, 8)(_x(2, 5, 4), padding_mask=_ones(2, 6)),
+        "padding_mask",
+        "padding_mask.shape=(2, 6)",
+    ),
+    (
+        "decoder_padding_mask-float",
+        lambda: L.TransformerDecoderBlock(2, 8)(
+            _x(2, 5, 4), decoder_padding_mask=_ones(2, 5, dtype="float32")
+        ),
+        "decoder_padding_mask",
+        "decoder_padding_mask.dtype=float32",
+    ),
+    (
+        "encoder_padding_mask-length",
+        lambda: L.TransformerDecoder(1, 2, 8)(
+            _x(2, 5, 4), _x(2, 3, 4), encoder_padding_mask=_ones(2, 6)
+        ),
+        "encoder_padding_mask",
+        "encoder_padding_mask.shape=(2, 6)",
+    ),
+    (
+        "memory_mask-length",
+        lambda: _gru_cell()(_x(2, 5), [_x(2, 4)], _x(2, 6, 4), memory_mask=_ones(2, 7)),
+        "memory_mask",
+        "memory_mask.shape=(2, 7)",
+    ),
+    (
+        "decoder-memory_mask-length",
+        lambda: L.AttentionRNNDecoder(_gru_cell())(
+            _x(2, 3, 5), _x(2, 6, 4), memory_mask=_ones(2, 7)
+        ),
+        "memory_mask",
+        "memory_mask length=7",
+    ),
+    # -- caches and indices ---------------------------------------------------
+    (
+        "cache-heads",
+        lambda: _mha()(
+            _x(2, 1, 4), _x(2, 1, 4), cache=_cache(2, 2, 4, 3, 2), cache_index=0
+        ),
+        "cache",
+        "cache.shape=(2, 2, 4, 3, 2)",
+    ),
+    (
+        "cache_index-past-the-end",
+        lambda: _mha()(
+            _x(2, 3, 4), _x(2, 3, 4), cache=_cache(2, 2, 4, 2, 2), cache_index=3
+        ),
+        "cache_index",
+        "cache_index=3",
+    ),
+    (
+        "cache_index-negative",
+        lambda: L.MultiHeadSelfAttention(2, 2)(
+            _x(2, 1, 4), cache=_cache(2, 2, 4, 2, 2), cache_index=-1
+        ),
+        "cache_index",
+        "cache_index=-1",
+    ),
+    (
+        "cache_index-without-cache",
+        lambda: _mha()(_x(2, 1, 4), _x(2, 1, 4), cache_index=0),
+        "cache_index",
+        "cache_index=0",
+    ),
+    (
+        "self-attention-cache-without-index",
+        lambda: L.MultiHeadSelfAttention(2, 2)(
+            _x(2, 1, 4), cache=_cache(2, 2, 4, 2, 2)
+        ),
+        "cache_index",
+        "cache_index=None",
+    ),
+    (
+        "block-self_attention_cache",
+        lambda: L.TransformerDecoderBlock(2, 8)(
+            _x(2, 1, 4),
+            self_attention_cache=_cache(2, 2, 4, 3, 2),
+            self_attention_cache_index=0,
+        ),
+        "self_attention_cache",
+        "self_attention_cache.shape=(2, 2, 4, 3, 2)",
+    ),
+    (
+        "stack-cache-num_layers",
+        lambda: L.TransformerDecoder(2, 2, 8)(
+            _x(2, 1, 4), cache=_cache(2, 3, 2, 4, 2, 2), cache_index=0
+        ),
+        "cache",
+        "cache.shape=(2, 3, 2, 4, 2, 2)",
+    ),
+    (
+        "stack-cache_index-without-cache",
+        lambda: L.TransformerDecoder(1, 2, 8)(_x(2, 1, 4), cache_index=1),
+        "cache_index",
+        "cache_index=1",
+    ),
+    (
+        "sinusoidal-start_index-negative",
+        lambda: L.SinusoidalPositionEncoding()(_x(2, 3, 4), start_index=-1),
+        "start_index",
+        "start_index=-1",
+    ),
+    (
+        "embedding-start_index-past-the-end",
+        lambda: L.PositionEmbedding(4)(_x(2, 3, 4), start_index=2),
+        "start_index",
+        "start_index=2",
+    ),
+    # -- decoding ---------------------------------------------------------------
+    (
+        "greedy-max_length",
+        lambda: ka.decoding.greedy_search(
+            lambda t, s, i: (None, s), np.zeros(2, "int32"), None, max_length=0
+        ),
+        "max_length",
+        "max_length=0",
+    ),
+    (
+        "beam-num_beams",
+        lambda: ka.decoding.beam_search(
+            lambda t, s, i: (None, s),
+            np.zeros(2, "int32"),
+            None,
+            max_length=3,
+            num_beams=0,
+        ),
+        "num_beams",
+        "num_beams=0",
+    ),
+]
+
+
+def test_catalogue_is_large_and_unique():
+    ids = [case[0] for case in CASES]
+    assert len(ids) == len(set(ids))
+    assert len(CASES) >= 30
+
+
+@pytest.mark.parametrize(
+    "call, argument, received", [case[1:] for case in CASES], ids=[c[0] for c in CASES]
+)
+def test_bad_input_raises_a_clear_error(call, argument, received):
+    with pytest.raises((ValueError, TypeError)) as info:
+        call()
+    message = str(info.value)
+    assert f"`{argument}`" in message, f"argument `{argument}` not named: {message}"
+    assert "Received" in message, message
+    # The received value is shown after "Received" (not only in the
+    # argument dump that Keras appends to errors raised inside `call`).
+    library_part = message.split("Arguments received by")[0]
+    tail = library_part[library_part.index("Received") :]
+    assert received in tail, f"{received!r} not shown: {message}"
+
+
+def test_float_masks_are_type_errors():
+    with pytest.raises(TypeError, match="value_mask.dtype=float32"):
+        L.ScoredAttention()(
+            _x(2, 3, 4), _x(2, 5, 4), value_mask=_ones(2, 5, dtype="f4")
+        )
+    # Integer 0/1 masks stay accepted and mean the same as booleans.
+    layer = L.ScoredAttention()
+    mask = np.array([[1, 1, 0, 1, 0], [0, 1, 1, 1, 1]])
+    q, v = _x(2, 3, 4), _x(2, 5, 4)
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(layer(q, v, value_mask=mask)),
+        keras.ops.convert_to_numpy(layer(q, v, value_mask=mask.astype(bool))),
+    )
