@@ -148,7 +148,32 @@ def make_strategy(args=None, *, strategy="default", devices=None, communication=
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=COMMUNICATIONS[communication]
     )
-    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    return MultiWorkerMirroredStrategy(communication_options=options)
+
+
+class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
+    """`tf.distribute.MultiWorkerMirroredStrategy` with a lenient `reduce`.
+
+    Keras 3's `fit` fails on every multi-worker run with this strategy as
+    TensorFlow ships it (keras-team/keras#20585), through two calls of
+    `strategy.reduce`: to build the model it reduces a whole `(x, y)` batch
+    structure, and the multi-worker strategy reduces single values only
+    ("Attempt to convert a value (PerReplica...)"); then it reduces every
+    scalar metric with `axis=0` ("Invalid reduction dimension 0 for input
+    with 0 dimensions"). This `reduce` takes nests, leaf by leaf, and
+    reduces scalars across replicas only (`axis=None`), which is what both
+    calls mean.
+    """
+
+    def reduce(self, reduce_op, value, axis):
+        def reduce_leaf(leaf):
+            local = self.experimental_local_results(leaf)[0]
+            scalar = getattr(local, "shape", None) is not None and local.shape.rank == 0
+            return super(MultiWorkerMirroredStrategy, self).reduce(
+                reduce_op, leaf, None if scalar else axis
+            )
+
+        return tf.nest.map_structure(reduce_leaf, value)
 
 
 def describe(strategy):
