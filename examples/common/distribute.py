@@ -46,10 +46,9 @@ The same flag on other hardware:
       tf.tpu.experimental.initialize_tpu_system(resolver)
       strategy = tf.distribute.TPUStrategy(resolver)
 
-  (the step is then compiled with XLA for the TPU; the global batch should
-  be a multiple of 8 x the number of cores).
+  (the training step is then always compiled with XLA for the TPU).
 
-Two Keras behaviours matter for getting the single-device numbers back:
+What it takes to get the single-device numbers back (Keras 3.x, TF 2.x):
 
 - XLA: `model.compile(jit_compile=True)` cannot compile a step that touches
   variables mirrored on several devices; `jit_compile_default(strategy)`
@@ -59,6 +58,15 @@ Two Keras behaviours matter for getting the single-device numbers back:
   distributed step differs from the single-device step on the same global
   batch. `clip_after_all_reduce(optimizer_class)` returns a subclass that
   clips the all-reduced gradient, as one device would.
+- Multi-worker `fit`: Keras' `fit` fails under the stock
+  `MultiWorkerMirroredStrategy` (keras-team/keras#20585); `make_strategy`
+  returns the subclass `MultiWorkerMirroredStrategy` below, which fixes it.
+- Data order: under a strategy `fit` opens one extra iterator on the
+  dataset (to build the model), which advances a reshuffling
+  `Dataset.shuffle`, so each epoch sees another order than on one device.
+  Draw the epoch orders up front (as `translate_dates.make_dataset` does).
+- Dropout: each replica draws its own masks, so runs with dropout agree in
+  distribution, not number for number.
 
 References:
     - https://www.tensorflow.org/guide/distributed_training

@@ -44,6 +44,18 @@ longest inputs) and decodes the 2000 dates in 17 s instead of 8 s.
 
 Run: `python examples/nlp/translate_dates.py --output-dir outputs/dates`
 (`--model transformer` for the Transformer).
+
+Distributed training (`--strategy`; helpers in `examples/common/distribute.py`,
+whose docstring covers GPU clusters and TPUs): `mirrored` trains with
+`tf.distribute.MirroredStrategy` over the local GPUs, or over `--devices`
+logical CPU devices without one; `multiworker` with
+`MultiWorkerMirroredStrategy` over the machines named in each one's
+`TF_CONFIG`; try it on one machine with
+`python examples/common/local_workers.py --workers 2 -- python
+examples/nlp/translate_dates.py --strategy multiworker --batch-size 64`.
+`--batch-size` is per replica: 64 on two replicas takes the same steps as
+the default 128 on one, and the trained weights agree to ~1e-5 (README,
+"Distributed training"). Only the chief worker keeps its outputs.
 """
 
 import argparse
