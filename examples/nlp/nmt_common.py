@@ -199,7 +199,9 @@ def load_or_train_tokenizer(path, lines, vocabulary_size):
             ) from error
         with open(path, "wb") as f:
             f.write(proto)
-    return keras_hub.tokenizers.SentencePieceTokenizer(proto=path)
+    # The bytes, not the path: given a path, keras-hub leaves the file open.
+    with open(path, "rb") as f:
+        return keras_hub.tokenizers.SentencePieceTokenizer(proto=f.read())
 
 
 def in_graph(function, tensor):
@@ -671,7 +673,6 @@ def run(args, build, architecture_keys):
     """
     keras.utils.set_random_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
-    direction = f"{args.source}-{args.target}"
     architecture_path = os.path.join(args.output_dir, ARCHITECTURE_FILE)
     weights_path = os.path.join(args.output_dir, "model.weights.h5")
     use_trained = bool(args.evaluate or args.translate)
@@ -685,6 +686,8 @@ def run(args, build, architecture_keys):
         with open(architecture_path) as f:
             for name, value in json.load(f).items():
                 setattr(args, name, value)
+
+    direction = f"{args.source}-{args.target}"  # after the saved flags came back
 
     # Data: the training split is needed to train the tokenizers.
     check_hashes = not args.no_check_hashes

@@ -294,7 +294,7 @@ def test_smoke_keeps_explicit_flags():
 def test_smoke_run_exports_and_reloads(name, data_dir, tmp_path):
     script = load(name)
     out = tmp_path / "out"
-    results = script.main(["--smoke", "--source", "de", "--target", "en",
+    results = script.main(["--smoke", "--source", "en", "--target", "de",
                            "--data-dir", str(data_dir), "--no-check-hashes",
                            "--vocabulary-size", "40", "--output-dir", str(out)])  # fmt: skip
     for label in ("greedy", "beam2"):
@@ -305,13 +305,14 @@ def test_smoke_run_exports_and_reloads(name, data_dir, tmp_path):
     assert (out / "logs").is_dir() and (
         out / "checkpoints" / "last.weights.h5"
     ).exists()
-    # --evaluate uses the trained model without training.
     en, de = corpus(12, seed=5)
     write(tmp_path / "my.de", de, compress=False)
     write(tmp_path / "my.en", en, compress=False)
+    # --evaluate uses the trained model and its saved flags (here en -> de).
     again = script.main(["--output-dir", str(out), "--beams", "1", "--evaluate",
-                         str(tmp_path / "my.de"), str(tmp_path / "my.en")])  # fmt: skip
-    assert "train_seconds" not in again and 0 <= again["greedy"]["bleu"] <= 100
+                         str(tmp_path / "my.en"), str(tmp_path / "my.de")])  # fmt: skip
+    assert again["direction"] == "en-de" and "train_seconds" not in again
+    assert 0 <= again["greedy"]["bleu"] <= 100
 
 
 @pytest.mark.large
