@@ -265,13 +265,13 @@ def main(argv=None):
             out["keras"] = keras_attention
         return out
 
-    def program(attend, kind, upstream):
+    def program(attend, kind):
+        """`(q, k, v, g) ->` the output, or the gradients of `sum(out * g)`."""
         if kind == "fwd":
-            return attend
+            return lambda q, k, v, g: attend(q, k, v)
 
-        def loss(q, k, v):
-            out = attend(q, k, v).astype("float32")
-            return jnp.sum(out * upstream)
+        def loss(q, k, v, g):
+            return jnp.sum(attend(q, k, v).astype("float32") * g)
 
         return jax.grad(loss, argnums=(0, 1, 2))
 
@@ -296,6 +296,7 @@ def main(argv=None):
         shape = (b, length, n, h)
         q, k, v = (jax.random.normal(r, shape, dtype) for r in rng[:3])
         upstream = jax.random.normal(rng[3], shape, "float32")
+        inputs = (q, k, v, upstream)
         flops = 4 * b * n * length**2 * h / (2 if args.causal else 1)
         for kind in args.passes:
             work = flops * (1 if kind == "fwd" else 3)
@@ -307,9 +308,9 @@ def main(argv=None):
                     continue
                 try:
                     t0 = time.perf_counter()
-                    fn = jax.jit(program(attend, kind, upstream))
-                    exe = fn.lower(q, k, v).compile()
-                    result = jax.block_until_ready(exe(q, k, v))  # warm-up
+                    fn = jax.jit(program(attend, kind))
+                    exe = fn.lower(*inputs).compile()
+                    result = jax.block_until_ready(exe(*inputs))  # warm-up
                     compile_s = time.perf_counter() - t0
                     temp = None
                     try:
@@ -327,7 +328,7 @@ def main(argv=None):
                         else rel_error(result, reference),
                     )
                     del result
-                    compiled[name] = lambda exe=exe: exe(q, k, v)
+                    compiled[name] = lambda exe=exe, args=inputs: exe(*args)
                 except Exception as exc:  # out of memory, an unsupported op...
                     info[name] = dict(error=short_error(exc))
                     traceback.print_exc(file=sys.stderr)
