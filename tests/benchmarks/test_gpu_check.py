@@ -80,11 +80,14 @@ def test_shell_script_smoke_run(tmp_path):
             WHEELS=str(tmp_path / "no-wheels"),
             GPU_CHECK_TESTS="tests/test_scores.py",
             PYTEST_ARGS="-q -x -p no:cacheprovider -k dot",
+            TEST_WORKERS="0",
+            TEST_TIMEOUT="800",
+            BENCH_TIMEOUT="800",
         ),
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1800,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     _check_report(tmp_path / "gpu_check.md")

@@ -235,3 +235,29 @@ def test_attention_impl_reaches_every_attention_layer_and_config():
 def test_attention_impl_bad_value():
     with pytest.raises(ValueError, match="`attention_impl`.*flash"):
         _model(attention_impl="flash")
+
+
+@pytest.mark.tf_only  # counts tf.function traces
+@pytest.mark.parametrize("num_beams", [1, 2])
+def test_generate_traces_the_step_once_not_per_token(monkeypatch, num_beams):
+    model = _model(num_encoder_layers=1, num_decoder_layers=1)
+    traces = []
+    real_logits = model.logits  # called once per Python run of the step
+
+    def counting_logits(decoder_output):
+        traces.append(1)
+        return real_logits(decoder_output)
+
+    monkeypatch.setattr(model, "logits", counting_logits)
+    rng = np.random.default_rng(0)
+    src = rng.integers(3, 12, size=(2, 5))
+    model.generate(src, max_length=8, num_beams=num_beams)
+    per_compile = len(traces)
+    # The first step, then the loop body: a constant, not one per token.
+    assert 1 <= per_compile <= 2, per_compile
+    model.generate(rng.integers(3, 12, size=(2, 5)), max_length=8, num_beams=num_beams)
+    assert len(traces) == per_compile  # same shapes: no retrace at all
+    (function,) = model._generate_functions.values()
+    assert function.experimental_get_tracing_count() == 1
+    model.generate(src, max_length=16, num_beams=num_beams)
+    assert len(traces) == 2 * per_compile  # twice the tokens, same trace count
