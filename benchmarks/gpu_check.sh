@@ -20,7 +20,7 @@
 #                            install.log, summary.md)
 #   GPU_CHECK_TESTS="tests/ops tests/layers tests/test_scores.py"
 #   PYTEST_ARGS="-q -p no:cacheprovider"   TEST_WORKERS=4 (pytest-xdist; 0: off)
-#   TEST_TIMEOUT=150  BENCH_TIMEOUT=200 (seconds)  SKIP_TESTS=0
+#   TEST_TIMEOUT=120  BENCH_TIMEOUT=150 (seconds)  SKIP_TESTS=0
 # Exit status: 0 when the tests passed and every benchmark row ran.
 
 set -uo pipefail
@@ -34,8 +34,8 @@ OUT="$(abspath "${OUT:-$ROOT/outputs/gpu_check}")"
 GPU_CHECK_TESTS="${GPU_CHECK_TESTS:-tests/ops tests/layers tests/test_scores.py}"
 PYTEST_ARGS="${PYTEST_ARGS:--q -p no:cacheprovider}"
 TEST_WORKERS="${TEST_WORKERS:-4}"
-TEST_TIMEOUT="${TEST_TIMEOUT:-150}"
-BENCH_TIMEOUT="${BENCH_TIMEOUT:-200}"
+TEST_TIMEOUT="${TEST_TIMEOUT:-120}"
+BENCH_TIMEOUT="${BENCH_TIMEOUT:-150}"
 SKIP_TESTS="${SKIP_TESTS:-0}"
 
 mkdir -p "$OUT" || exit 2
