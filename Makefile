@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-large test-jax bench docs docs-serve lint format clean
+.PHONY: venv demo test test-large test-jax bench gpu-wheels gpu-check docs docs-serve lint format clean
 
 venv: $(STAMP)
 
@@ -42,6 +42,30 @@ test-jax: $(JAX_STAMP)
 BENCH_ARGS ?=
 bench: $(STAMP)
 	PYTHONPATH=. $(PY) benchmarks/bench.py $(BENCH_ARGS)
+
+# GPU machines with JAX but no TensorFlow and no package registry
+# (benchmarks/gpu_check.sh): keras and its dependencies as wheels in .whl/
+# (git-ignored; about 15 MB), at the versions this venv tests with, for
+# GPU_PYTHON (the GPU machine's Python). gpu_check.sh installs only those the
+# machine lacks (keras always). GPU_WHEELS_EXTRA="pytest hypothesis ..." adds
+# more (pinned to this venv's versions too).
+GPU_PYTHON ?= 3.12
+GPU_WHEELS_EXTRA ?=
+GPU_WHEELS := keras namex optree absl-py rich markdown-it-py mdurl pygments \
+	h5py ml-dtypes packaging typing-extensions $(GPU_WHEELS_EXTRA)
+gpu-wheels: $(STAMP)
+	$(PY) -m pip download -q --no-deps --only-binary=:all: \
+		--python-version $(GPU_PYTHON) --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+		--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		--platform manylinux1_x86_64 -d .whl \
+		$$($(PY) -c 'import importlib.metadata as m, sys; print(" ".join(f"{n}=={m.version(n)}" for n in sys.argv[1:]))' $(GPU_WHEELS))
+	@ls .whl
+
+# The whole GPU check (tests + attention benchmark); `--smoke` works on a CPU.
+GPU_CHECK_ARGS ?=
+gpu-check:
+	benchmarks/gpu_check.sh $(GPU_CHECK_ARGS)
 
 # The documentation site (mkdocs-material + mkdocstrings) into site/: redraws
 # the guide's figures (docs/img/, about 30 s), then builds with --strict, so a

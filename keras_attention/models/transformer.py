@@ -12,6 +12,7 @@ from keras_attention.layers.transformer_decoder import TransformerDecoder
 from keras_attention.layers.transformer_encoder import TransformerEncoder
 from keras_attention.layers.validation import check_positive_int
 from keras_attention.layers.validation import get_activation
+from keras_attention.ops import check_attention_impl
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
 
@@ -53,6 +54,11 @@ class Transformer(keras.Model):
         tie_weights: use the decoder embedding matrix as output projection.
         padding_id: the padding token id.
         seed: seed of the dropouts.
+        attention_impl: `"auto"`, `"dense"` or `"chunked"`, passed to every
+            attention layer of the encoder and decoder stacks (see
+            `keras_attention.ops.choose_attention_impl`): `"chunked"` is the
+            exact O(L)-memory path; it needs `attention_dropout=0` while
+            training and cannot return attention scores.
         **kwargs: base model arguments (`name`, `dtype`, ...).
 
     Example:
@@ -92,9 +98,11 @@ class Transformer(keras.Model):
         tie_weights=False,
         padding_id=0,
         seed=None,
+        attention_impl="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_attention_impl(attention_impl)
         for name, value in (
             ("encoder_vocabulary_size", encoder_vocabulary_size),
             ("decoder_vocabulary_size", decoder_vocabulary_size),
@@ -130,6 +138,7 @@ class Transformer(keras.Model):
         self.tie_weights = tie_weights
         self.padding_id = padding_id
         self.seed = seed
+        self.attention_impl = attention_impl
         common = dict(
             num_heads=num_heads,
             intermediate_dim=intermediate_dim,
@@ -139,6 +148,7 @@ class Transformer(keras.Model):
             normalize_first=normalize_first,
             layer_norm_epsilon=layer_norm_epsilon,
             seed=seed,
+            attention_impl=attention_impl,
             dtype=self.dtype_policy,
         )
         self.encoder_embedding = keras.layers.Embedding(
@@ -272,14 +282,19 @@ class Transformer(keras.Model):
                 self.decoder_positions,
                 start_index=index,
             )  # (B, 1, D)
-            x, weights, cache = self.decoder(
+            # Weights only when asked for: the chunked path has none.
+            outputs = self.decoder(
                 x,
                 encoder_padding_mask=encoder_mask,
                 cache=cache,
                 cache_index=index,
                 cross_attention_cache=cross_cache,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
             )
+            if return_attention_scores:
+                x, weights, cache = outputs
+            else:
+                x, cache = outputs
             logits = self.logits(x)[:, 0]  # (B, V)
             # Padding is never an output: generated tokens stay unmasked.
             is_pad = ops.equal(ops.arange(ops.shape(logits)[-1]), self.padding_id)
@@ -366,4 +381,5 @@ class Transformer(keras.Model):
             "tie_weights": self.tie_weights,
             "padding_id": self.padding_id,
             "seed": self.seed,
+            "attention_impl": self.attention_impl,
         }

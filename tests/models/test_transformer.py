@@ -175,3 +175,94 @@ def test_generate_with_several_source_lengths():
         assert tuple(weights.shape) == (2, 1, 2, 4, length)
     eager = model.generate(src, max_length=4, num_beams=2, jit_compile=False)
     np.testing.assert_array_equal(tokens, eager)
+
+
+def _chunked_equals_dense_setup(monkeypatch):
+    """Small blocks so that the chunked path loops over several, ragged ones."""
+    import functools
+    import importlib
+
+    from keras_attention.ops.chunked_attention import chunked_attention
+
+    module = importlib.import_module("keras_attention.ops.attention")
+    monkeypatch.setattr(
+        module,
+        "chunked_attention",
+        functools.partial(chunked_attention, query_chunk_size=4, key_chunk_size=3),
+    )
+
+
+@pytest.mark.tf_only  # GradientTape
+def test_attention_impl_chunked_equals_dense(monkeypatch):
+    import tensorflow as tf
+
+    _chunked_equals_dense_setup(monkeypatch)
+    small = dict(num_encoder_layers=1, num_decoder_layers=1, normalize_first=True)
+    dense = _model(attention_impl="dense", **small)
+    chunked = _model(attention_impl="chunked", **small)
+    dense.build()
+    chunked.build()
+    chunked.set_weights(dense.get_weights())
+    # Padding in both sources and targets, S=8 != T=7, neither a block multiple.
+    src = np.array([[5, 6, 7, 8, 9, 3, 0, 0], [4, 4, 3, 5, 6, 7, 8, 9]])
+    tgt = np.array([[START, 7, 6, 5, 0, 0, 0], [START, 9, 8, 7, 6, 5, 4]])
+    inputs = {"encoder_tokens": src, "decoder_tokens": tgt}
+
+    def value_and_grads(model):
+        with tf.GradientTape() as tape:
+            logits = model(inputs, training=True)
+            loss = tf.reduce_sum(logits * tf.cos(logits))  # non-trivial upstream
+        grads = tape.gradient(loss, model.trainable_weights)
+        return [logits.numpy()] + [tf.convert_to_tensor(g).numpy() for g in grads]
+
+    want, got = value_and_grads(dense), value_and_grads(chunked)
+    assert len(want) == len(dense.trainable_weights) + 1
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
+    # Cached generation on the chunked path gives the dense path's tokens.
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(chunked.generate(src, max_length=3, jit_compile=False)),
+        ops.convert_to_numpy(dense.generate(src, max_length=3, jit_compile=False)),
+    )
+
+
+def test_attention_impl_reaches_every_attention_layer_and_config():
+    model = _model(attention_impl="chunked", num_encoder_layers=1)
+    assert model.get_config()["attention_impl"] == "chunked"
+    impls = {
+        layer.attention_impl
+        for layer in model._flatten_layers()
+        if hasattr(layer, "attention_impl") and layer is not model
+    }
+    assert impls == {"chunked"}
+    assert Transformer.from_config(model.get_config()).attention_impl == "chunked"
+    assert _model().attention_impl == "auto"
+
+
+def test_attention_impl_bad_value():
+    with pytest.raises(ValueError, match="`attention_impl`.*flash"):
+        _model(attention_impl="flash")
+
+
+@pytest.mark.tf_only  # counts tf.function traces
+@pytest.mark.parametrize("num_beams", [1, 2])
+def test_generate_traces_the_step_once_not_per_token(monkeypatch, num_beams):
+    model = _model(num_encoder_layers=1, num_decoder_layers=1)
+    traces = []
+    real_logits = model.logits  # called once per Python run of the step
+
+    def counting_logits(decoder_output):
+        traces.append(1)
+        return real_logits(decoder_output)
+
+    monkeypatch.setattr(model, "logits", counting_logits)
+    rng = np.random.default_rng(0)
+    src = rng.integers(3, 12, size=(2, 5))
+    model.generate(src, max_length=8, num_beams=num_beams)
+    per_compile = len(traces)
+    # The first step, then the loop body: not one trace per token (8).
+    assert 1 <= per_compile <= 2, per_compile
+    model.generate(rng.integers(3, 12, size=(2, 5)), max_length=8, num_beams=num_beams)
+    assert len(traces) == per_compile  # same shapes: no retrace at all
+    (function,) = model._generate_functions.values()
+    assert function.experimental_get_tracing_count() == 1
