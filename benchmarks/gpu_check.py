@@ -73,7 +73,7 @@ def parse_args(argv=None):
     parser.add_argument(
         "--budget-s",
         type=float,
-        default=120.0,
+        default=100.0,
         help="skip the rows not started after this many seconds",
     )
     parser.add_argument("--output", default=None, help="markdown report path")
