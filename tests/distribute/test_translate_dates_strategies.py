@@ -29,7 +29,7 @@ TINY = ["--model", "transformer", "--num-train", "256", "--num-test", "32",
         "--epochs", "2", "--units", "16", "--num-heads", "2", "--num-layers", "1",
         "--plot-heads", "0"]  # fmt: skip
 ATOL = 1e-4
-TIMEOUT = 900  # per run; a safety net (the runs take ~1 min on 2 idle cores)
+TIMEOUT = 900  # per run: a safety net for a loaded machine
 
 
 def _env():
