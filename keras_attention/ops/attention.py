@@ -195,7 +195,10 @@ def choose_attention_impl(
                 "Received: attention_impl='chunked'"
             )
         return "chunked"
-    if reasons or query_length is None or key_length is None:
+    # Unknown lengths stay dense: `None` (TensorFlow) or a symbolic
+    # dimension (JAX shape inference of a functional model), which cannot be
+    # compared with the threshold.
+    if reasons or not isinstance(query_length, int) or not isinstance(key_length, int):
         return "dense"
     if query_length * key_length < CHUNKED_MIN_SIZE:
         return "dense"
