@@ -28,14 +28,15 @@ test-large: $(STAMP)
 # The whole suite on JAX (CPU). Tests that are TensorFlow-only by nature
 # (SavedModel export, tf.function tracing of unknown shapes, the tf.data /
 # tf.function example scripts) carry `tf_only` and skip with their reason
-# (`PYTEST_ARGS=-rs` lists them).
+# (`PYTEST_ARGS=-rs` lists them); the few marked `slow_on_jax` (generation
+# loops that JAX runs op by op) are deselected to keep the run short.
 JAX_STAMP := $(VENV)/.installed-jax
 $(JAX_STAMP): $(STAMP)
 	$(PY) -m pip install -q -e ".[all,jax]"
 	@touch $(JAX_STAMP)
 
 test-jax: $(JAX_STAMP)
-	KERAS_BACKEND=jax $(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
+	KERAS_BACKEND=jax $(PY) -m pytest -q -n 2 -m "not large and not slow_on_jax" $(PYTEST_ARGS)
 
 # One process (a fresh child per memory point); prints markdown tables.
 # BENCH_ARGS="--sections layer --rounds 7" to narrow it; see benchmarks/README.md.

@@ -15,7 +15,8 @@ each layer's property function then checks, against numpy references:
 Every layer exported by `keras_attention.layers` needs an entry in
 `PROPERTIES` (`test_every_public_layer_has_properties` fails otherwise), so a
 new layer cannot skip the harness. The number of examples per layer is
-`KA_PROPERTY_EXAMPLES` (default 10); examples are derandomized (the same on
+`KA_PROPERTY_EXAMPLES` (default 10 on TensorFlow, 4 on JAX, where eager
+execution compiles every new shape); examples are derandomized (the same on
 every run, so CI cannot flake) unless `KA_PROPERTY_RANDOM=1`. Run with
 `--hypothesis-show-statistics` to see the count of cases per layer.
 """
@@ -33,7 +34,10 @@ from hypothesis import strategies as st
 import keras_attention as ka
 from keras_attention import scores
 
-EXAMPLES = int(os.environ.get("KA_PROPERTY_EXAMPLES", "10"))
+# JAX compiles every primitive for every new shape in eager mode, so each
+# hypothesis example costs ~10x more there: fewer examples by default.
+_DEFAULT_EXAMPLES = "10" if keras.backend.backend() == "tensorflow" else "4"
+EXAMPLES = int(os.environ.get("KA_PROPERTY_EXAMPLES", _DEFAULT_EXAMPLES))
 SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,

@@ -31,7 +31,11 @@ def _full_pass_log_probs(model, src, prefix):
     return logits - np.log(np.exp(logits).sum(-1, keepdims=True))
 
 
-@pytest.mark.parametrize("jit_compile", [True, False])
+@pytest.mark.parametrize(
+    # On JAX `jit_compile` changes nothing: one variant is enough there.
+    "jit_compile",
+    [pytest.param(True, marks=pytest.mark.slow_on_jax), False],
+)
 def test_cached_greedy_generation_equals_uncached(rng, jit_compile):
     model = _model(normalize_first=jit_compile, num_encoder_layers=1)
     src = np.array([[5, 6, 7, 8, 0, 0], [9, 4, 3, 0, 0, 0], [3, 3, 4, 5, 6, 7]])
@@ -49,6 +53,7 @@ def test_cached_greedy_generation_equals_uncached(rng, jit_compile):
     np.testing.assert_array_equal(tokens, prefix[:, 1:])
 
 
+@pytest.mark.slow_on_jax  # generate() runs op by op on JAX
 def test_exhaustive_beam_search_on_the_model_matches_brute_force():
     vocab, length, alpha = 4, 3, 0.6  # outputs in {1, 2, 3}
     model = _model(vocab=vocab, num_encoder_layers=1, num_decoder_layers=1)
@@ -163,6 +168,7 @@ def test_bad_arguments():
         Transformer(0, 10)
 
 
+@pytest.mark.slow_on_jax  # generate() runs op by op on JAX
 def test_generate_with_several_source_lengths():
     # The second length retraces the compiled search with an unknown length.
     model = _model(num_encoder_layers=1, num_decoder_layers=1)
