@@ -76,9 +76,8 @@ class MultiHeadAttention(keras.layers.Layer):
             exact attention in O(T + S) memory instead of O(T S)
             (`keras_attention.ops.chunked_attention`: an online softmax over
             key blocks, recomputation in the backward pass); it handles
-            padding and causal masks but not `attention_mask`,
-            `return_attention_scores` or attention dropout while training
-            (a ValueError says which). `"auto"` takes it when it applies and
+            every mask and attention dropout but cannot return attention
+            scores (a ValueError says so). `"auto"` takes it when it applies and
             `T * S >= keras_attention.ops.CHUNKED_MIN_SIZE` (2048 * 2048),
             the dense path otherwise.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
@@ -372,10 +371,14 @@ class MultiHeadAttention(keras.layers.Layer):
                     "cache.shape[2]",
                 )
                 cache_index = ops.cast(cache_index, "int32")
-                start = [0, cache_index, 0, 0]
-                k = ops.slice_update(cache[:, 0], start, ops.cast(k, cache.dtype))
-                v = ops.slice_update(cache[:, 1], start, ops.cast(v, cache.dtype))
-                cache = ops.stack([k, v], axis=1)
+                # One in-place update of the (B, 2, S, N, H) buffer under
+                # XLA; keys and values are then read straight out of it.
+                cache = ops.slice_update(
+                    cache,
+                    [0, 0, cache_index, 0, 0],
+                    ops.cast(ops.stack([k, v], axis=1), cache.dtype),
+                )
+                k, v = cache[:, 0], cache[:, 1]
                 causal_offset = cache_index
                 if not use_causal_mask:
                     # Positions not written yet hold no key.

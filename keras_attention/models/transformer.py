@@ -57,8 +57,8 @@ class Transformer(keras.Model):
         attention_impl: `"auto"`, `"dense"` or `"chunked"`, passed to every
             attention layer of the encoder and decoder stacks (see
             `keras_attention.ops.choose_attention_impl`): `"chunked"` is the
-            exact O(L)-memory path; it needs `attention_dropout=0` while
-            training and cannot return attention scores.
+            exact O(L)-memory path (every mask, attention dropout); it
+            cannot return attention scores.
         **kwargs: base model arguments (`name`, `dtype`, ...).
 
     Example:

@@ -49,5 +49,6 @@ from keras_attention.ops.loops import recurrence  # noqa: E402
 __all__ += ["recurrence"]
 
 from keras_attention.ops.chunked_attention import chunked_attention  # noqa: E402
+from keras_attention.ops.chunked_attention import dropout_keep_mask  # noqa: E402
 
-__all__ += ["chunked_attention"]
+__all__ += ["chunked_attention", "dropout_keep_mask"]

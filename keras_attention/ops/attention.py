@@ -124,6 +124,22 @@ def dot_product_attention(
         # float32 range and stays in low precision.
         query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
     query = query * ops.cast(scale, query.dtype)
+    if query.shape[1] == 1:
+        # One query per head, as in every step of cached decoding: two
+        # matrix-vector products, bound by reading K and V. As
+        # multiply-and-sum they are one fused pass over K and V each (under
+        # XLA, straight out of a cache buffer), where an einsum would first
+        # copy both into the batched-matmul layout.
+        logits = ops.sum(query * key, axis=-1)  # (B, S, N)
+        logits = ops.transpose(logits, (0, 2, 1))[:, :, None, :]  # (B, N, 1, S)
+        weights = attention_weights(
+            logits, mask, "softmax", dropout_rate, seed, training
+        )
+        per_key = ops.transpose(weights[:, :, 0, :], (0, 2, 1))[..., None]
+        output = ops.sum(
+            ops.cast(per_key, value.dtype) * value, axis=1, keepdims=True
+        )  # (B, 1, N, Hv)
+        return output, weights
     logits = ops.einsum("btnh,bsnh->bnts", query, key)  # (B, N, T, S)
     weights = attention_weights(logits, mask, "softmax", dropout_rate, seed, training)
     output = ops.einsum("bnts,bsnh->btnh", ops.cast(weights, value.dtype), value)
@@ -155,50 +171,37 @@ def choose_attention_impl(
     attention_impl,
     query_length,
     key_length,
-    explicit_mask=False,
     return_weights=False,
-    dropout_active=False,
 ):
     """`"dense"` or `"chunked"`: the path `multi_head_attention` will take.
 
-    The chunked path handles key padding, query padding and causal (with an
-    offset) masks, returns no weights and has no attention dropout. `"auto"`
-    takes it when it applies and `query_length * key_length` (static sizes)
-    is at least `CHUNKED_MIN_SIZE`; unknown lengths stay dense.
-    `"chunked"` where it does not apply raises a ValueError saying why.
+    The chunked path handles every mask (key and query padding, causal with
+    an offset, explicit `(B, T, S)`) and attention dropout, but never holds
+    the `(T, S)` weights, so it cannot return them. `"auto"` takes it when it
+    applies and `query_length * key_length` (static sizes) is at least
+    `CHUNKED_MIN_SIZE`; unknown lengths stay dense. `"chunked"` with
+    `return_weights=True` raises a ValueError saying why.
     """
     check_attention_impl(attention_impl)
     if attention_impl == "dense":
         return "dense"
-    reasons = []
-    if explicit_mask:
-        reasons.append(
-            "an explicit `attention_mask` (only key/query padding and "
-            "`use_causal_mask` are supported)"
-        )
-    if return_weights:
-        reasons.append(
-            "`return_attention_scores=True` (the chunked path never holds "
-            "the (T, S) weights)"
-        )
-    if dropout_active:
-        reasons.append(
-            "active `attention_dropout` while training (the chunked path "
-            "has no attention dropout)"
-        )
     if attention_impl == "chunked":
-        if reasons:
+        if return_weights:
             raise ValueError(
                 'attention_impl="chunked" cannot be used with '
-                + " nor with ".join(reasons)
-                + '. Use attention_impl="dense" or "auto". '
+                "`return_attention_scores=True` (the chunked path never holds "
+                'the (T, S) weights). Use attention_impl="dense" or "auto". '
                 "Received: attention_impl='chunked'"
             )
         return "chunked"
     # Unknown lengths stay dense: `None` (TensorFlow) or a symbolic
     # dimension (JAX shape inference of a functional model), which cannot be
     # compared with the threshold.
-    if reasons or not isinstance(query_length, int) or not isinstance(key_length, int):
+    if (
+        return_weights
+        or not isinstance(query_length, int)
+        or not isinstance(key_length, int)
+    ):
         return "dense"
     if query_length * key_length < CHUNKED_MIN_SIZE:
         return "dense"
@@ -239,7 +242,10 @@ def multi_head_attention(
         causal_offset: absolute position of the first query.
         attention_impl: `"auto"`, `"dense"` or `"chunked"`.
         return_weights: also return the weights (dense path only).
-        dropout_rate, seed, training: attention dropout (dense path only).
+        dropout_rate, seed, training: attention dropout. The dense path
+            draws it with `keras.random.dropout`, the chunked path with
+            `chunked_attention`'s hash of the coordinates (the same
+            distribution, a different stream).
 
     Returns:
         `(output, weights)`: `(B, T, N, Hv)` and float32 `(B, N, T, S)`,
@@ -249,9 +255,7 @@ def multi_head_attention(
         attention_impl,
         query.shape[1],
         key.shape[1],
-        explicit_mask=attention_mask is not None,
         return_weights=return_weights,
-        dropout_active=bool(training) and dropout_rate > 0,
     )
     if impl == "dense":
         mask = compute_attention_mask(
@@ -279,7 +283,12 @@ def multi_head_attention(
     # Validate the masks' shapes as the dense path does; the (B, T, S) mask
     # itself is never built.
     compute_attention_mask(
-        query, key, query_mask=query_mask, value_mask=value_mask, key_mask=key_mask
+        query,
+        key,
+        query_mask=query_mask,
+        value_mask=value_mask,
+        key_mask=key_mask,
+        attention_mask=attention_mask,
     )
     batch, s_len = ops.shape(key)[0], ops.shape(key)[1]
     key_mask = merge_masks(value_mask, key_mask)
@@ -287,6 +296,14 @@ def multi_head_attention(
         key_mask = ops.logical_and(
             ops.cast(key_mask, "bool"), ops.ones((batch, s_len), dtype="bool")
         )  # (B, S)
+    rate = dropout_rate if training else 0.0
+    dropout_seed = None
+    if rate > 0:
+        # A fresh (2,) seed per call from the caller's generator; the hash
+        # of the coordinates does the rest (see `dropout_keep_mask`).
+        dropout_seed = keras.random.randint(
+            (2,), 0, 2**31 - 1, dtype="int32", seed=seed
+        )
     output = chunked_attention(
         query,
         key,
@@ -294,6 +311,9 @@ def multi_head_attention(
         key_mask=key_mask,
         causal=use_causal_mask,
         causal_offset=causal_offset,
+        attention_mask=attention_mask,
+        dropout_rate=rate,
+        dropout_seed=dropout_seed,
     )  # (B, T, N, Hv)
     if query_mask is not None:
         output = output * ops.cast(query_mask, output.dtype)[:, :, None, None]

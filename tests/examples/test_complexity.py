@@ -54,6 +54,7 @@ def test_analytic_memory_follows_the_complexity_table():
     assert 3.5 < attention[1] / attention[0] < 4.0  # O(L^2) dominates
 
 
+@pytest.mark.tf_only  # the script times tf.function graphs
 def test_smoke_run(tmp_path, capsys):
     result = complexity.main(["--smoke", "--output-dir", str(tmp_path)])
     assert result["config"]["lengths"] == [16, 64]

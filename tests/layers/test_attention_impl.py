@@ -144,12 +144,10 @@ def test_auto_switches_at_the_threshold(monkeypatch):
     _, weights = layer(x, return_attention_scores=True)
     assert len(calls) == 1 and weights.shape == (B, N, T, T)  # weights: dense
     layer(x, attention_mask=np.ones((B, T, T), bool))
-    assert len(calls) == 1  # explicit mask: dense
+    assert len(calls) == 2  # explicit mask: chunked too
     dropping = ka.layers.MultiHeadSelfAttention(N, H, attention_dropout=0.5, seed=1)
     dropping(x, training=True)
-    assert len(calls) == 1  # attention dropout while training: dense
-    dropping(x, training=False)
-    assert len(calls) == 2
+    assert len(calls) == 3  # attention dropout while training: chunked too
 
 
 def test_choose_attention_impl():
@@ -163,21 +161,56 @@ def test_choose_attention_impl():
     assert choose("chunked", 1, 1) == "chunked"
 
 
-@pytest.mark.parametrize(
-    "kwargs, layer_kwargs, match",
-    [
-        (dict(return_attention_scores=True), {}, "return_attention_scores"),
-        (dict(attention_mask=np.ones((1, 4, 4), bool)), {}, "attention_mask"),
-        (dict(training=True), dict(attention_dropout=0.1), "attention_dropout"),
-    ],
-)
-def test_chunked_unsupported_raises(kwargs, layer_kwargs, match):
-    layer = ka.layers.MultiHeadSelfAttention(
-        2, 4, attention_impl="chunked", **layer_kwargs
-    )
+def test_chunked_cannot_return_scores():
+    layer = ka.layers.MultiHeadSelfAttention(2, 4, attention_impl="chunked")
     x = np.zeros((1, 4, 8), "float32")
-    with pytest.raises(ValueError, match=match):
-        layer(x, **kwargs)
+    with pytest.raises(ValueError, match="return_attention_scores=True"):
+        layer(x, return_attention_scores=True)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_explicit_mask_chunked_equals_dense(compiled, jit):
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    mask = rng.random((B, T, T)) < 0.6
+    mask[0, 3] = False  # a query that sees nothing
+    dense = ka.layers.MultiHeadSelfAttention(N, H, attention_impl="dense")
+    dense.build(x.shape)
+    chunked = ka.layers.MultiHeadSelfAttention(N, H, attention_impl="chunked")
+    chunked.build(x.shape)
+    chunked.set_weights(dense.get_weights())
+
+    def run(layer):
+        return lambda x: layer(x, attention_mask=mask, use_causal_mask=True)
+
+    want = np.asarray(run(dense)(x))
+    got = np.asarray((jit(run(chunked)) if compiled else run(chunked))(x))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got[0, 3], 0.0)
+
+
+def test_chunked_attention_dropout_while_training():
+    """Chunked dropout: active only in training, unbiased, seeded."""
+    x = np.random.default_rng(8).normal(size=(1, 40, D)).astype("float32")
+
+    def layer(seed):
+        layer = ka.layers.MultiHeadSelfAttention(
+            N, H, attention_dropout=0.3, attention_impl="chunked", seed=seed
+        )
+        layer.build(x.shape)
+        layer.set_weights(reference.get_weights())
+        return layer
+
+    reference = ka.layers.MultiHeadSelfAttention(N, H, attention_impl="dense")
+    reference.build(x.shape)
+    want = np.asarray(reference(x))
+    a, b = layer(3), layer(3)
+    np.testing.assert_allclose(np.asarray(a(x)), want, rtol=1e-5, atol=1e-6)
+    first = np.asarray(a(x, training=True))
+    again = np.asarray(a(x, training=True))
+    assert not np.allclose(first, want, atol=1e-3)  # dropout is active
+    assert not np.allclose(first, again, atol=1e-3)  # a fresh mask per call
+    np.testing.assert_array_equal(np.asarray(b(x, training=True)), first)  # seeded
 
 
 def test_bad_attention_impl_raises():

@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_attention import ops as ka_ops
 from keras_attention.ops.chunked_attention import chunked_attention
+from keras_attention.ops.chunked_attention import dropout_keep_mask
 from keras_attention.testing import input_gradients
 
 B, T, S, N, H, HV = 2, 23, 17, 3, 8, 5
@@ -93,3 +94,168 @@ def test_one_chunk_covering_everything_matches_small_chunks():
         q, k, v, key_mask=key_mask, query_chunk_size=5, key_chunk_size=3
     )
     np.testing.assert_allclose(np.array(big), np.array(small), rtol=1e-5, atol=1e-6)
+
+
+def _dense_with(mask, keep=None, rate=0.0):
+    """Dense reference: masked softmax, optional fixed dropout mask, then V."""
+
+    def dense(q, k, v):
+        _, weights = ka_ops.dot_product_attention(q, k, v, mask=mask)
+        if keep is not None:
+            weights = weights * ops.cast(keep, "float32") / (1.0 - rate)
+        return ops.einsum("bnts,bsnh->btnh", weights, v)
+
+    return dense
+
+
+@pytest.mark.parametrize("mode", ["eager", "xla"])
+def test_explicit_mask_equals_dense_forward_and_gradients(mode):
+    q, k, v, key_mask = _inputs(seed=2)
+    explicit = np.random.default_rng(3).random((B, T, S)) < 0.5
+    explicit[1, 4] = False  # a query row that sees nothing
+    causal = np.array(ka_ops.causal_mask(T, S, 3))
+    mask = key_mask[:, None, None, :] & explicit[:, None] & causal[None, None]
+
+    def chunked(q, k, v):
+        return chunked_attention(
+            q,
+            k,
+            v,
+            key_mask=key_mask,
+            causal=True,
+            causal_offset=3,
+            attention_mask=explicit,
+            query_chunk_size=8,
+            key_chunk_size=6,
+        )
+
+    run = _jit(_value_and_grads) if mode == "xla" else _value_and_grads
+    got = run(chunked, q, k, v)
+    want = _value_and_grads(_dense_with(mask), q, k, v)
+    for name, a, b in zip(("output", "dq", "dk", "dv"), got, want, strict=True):
+        np.testing.assert_allclose(
+            np.array(a), np.array(b), rtol=1e-5, atol=2e-6, err_msg=name
+        )
+    np.testing.assert_array_equal(np.array(got[0])[1, 4], 0.0)
+
+
+def test_broadcast_explicit_mask():
+    q, k, v, _ = _inputs(seed=4)
+    explicit = np.random.default_rng(5).random((1, T, S)) < 0.5
+    got = chunked_attention(
+        q, k, v, attention_mask=explicit, query_chunk_size=4, key_chunk_size=4
+    )
+    want = _dense_with(explicit[:, None])(q, k, v)
+    np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize(
+    "mode, causal, q_chunk, k_chunk",
+    [("eager", False, 8, 6), ("eager", True, 5, 4), ("xla", True, 8, 6)],
+)
+def test_dropout_equals_dense_with_the_same_keep_mask(mode, causal, q_chunk, k_chunk):
+    """Forward and gradients with dropout equal the dense formula
+    `((softmax * Z) V)` with `Z` the full keep mask drawn by
+    `dropout_keep_mask`; the mask does not depend on the chunk sizes."""
+    q, k, v, key_mask = _inputs(seed=6)
+    rate = 0.4
+    seed = ops.convert_to_tensor([123, 456], "int32")
+    keep = dropout_keep_mask(
+        seed, B, N, ops.arange(T, dtype="int32"), ops.arange(S, dtype="int32"), rate
+    )
+    mask = key_mask[:, None, None, :]
+    if causal:
+        mask = mask & np.array(ka_ops.causal_mask(T, S, 2))[None, None]
+
+    def chunked(q, k, v):
+        return chunked_attention(
+            q,
+            k,
+            v,
+            key_mask=key_mask,
+            causal=causal,
+            causal_offset=2,
+            dropout_rate=rate,
+            dropout_seed=seed,
+            query_chunk_size=q_chunk,
+            key_chunk_size=k_chunk,
+        )
+
+    run = _jit(_value_and_grads) if mode == "xla" else _value_and_grads
+    got = run(chunked, q, k, v)
+    want = _value_and_grads(_dense_with(mask, keep, rate), q, k, v)
+    for name, a, b in zip(("output", "dq", "dk", "dv"), got, want, strict=True):
+        np.testing.assert_allclose(
+            np.array(a), np.array(b), rtol=1e-5, atol=2e-6, err_msg=name
+        )
+    no_dropout = _dense_with(mask)(q, k, v)
+    assert not np.allclose(np.array(got[0]), np.array(no_dropout), atol=1e-3)
+
+
+def _np_keep_mask(seed, batch, heads, t, s, rate):
+    """`dropout_keep_mask` written again in numpy (uint64 arithmetic)."""
+    full = 0xFFFFFFFF
+
+    def mix(x):
+        x = x ^ (x >> 16)
+        x = (x * 0x7FEB352D) & full
+        x = x ^ (x >> 15)
+        x = (x * 0x846CA68B) & full
+        return x ^ (x >> 16)
+
+    seed = np.asarray(seed, np.int64).astype(np.uint64) & full
+    head = np.arange(batch * heads, dtype=np.uint64).reshape(batch, heads, 1, 1)
+    rows = mix(mix((head + seed[0]) & full) ^ np.arange(t, dtype=np.uint64)[:, None])
+    cols = mix((np.arange(s, dtype=np.uint64) * 0x9E3779B9 + seed[1]) & full)
+    bits = mix(rows ^ cols) >> 8
+    return bits >= round(rate * (1 << 24))
+
+
+def test_keep_mask_matches_numpy_and_has_the_right_statistics():
+    rate = 0.3
+    seed = [7, -9]  # negative seeds wrap around to uint32
+    got = np.array(
+        dropout_keep_mask(
+            ops.convert_to_tensor(seed, "int32"),
+            2,
+            4,
+            ops.arange(256, dtype="int32"),
+            ops.arange(512, dtype="int32"),
+            rate,
+        )
+    )
+    np.testing.assert_array_equal(got, _np_keep_mask(seed, 2, 4, 256, 512, rate))
+    # 1M Bernoulli(0.7) draws: the mean within 5 standard deviations.
+    assert abs(got.mean() - (1 - rate)) < 5 * np.sqrt(rate * (1 - rate) / got.size)
+    # No structure along rows, columns, heads or examples.
+    for axis in range(4):
+        means = got.mean(axis=tuple(a for a in range(4) if a != axis))
+        assert np.all(np.abs(means - (1 - rate)) < 0.05), axis
+    flat = got.reshape(-1, 512).astype(float)
+    assert abs(np.corrcoef(flat[:-1].ravel(), flat[1:].ravel())[0, 1]) < 0.01
+    assert abs(np.corrcoef(flat[:, :-1].ravel(), flat[:, 1:].ravel())[0, 1]) < 0.01
+    other = np.array(
+        dropout_keep_mask(
+            ops.convert_to_tensor([8, -9], "int32"),
+            2,
+            4,
+            ops.arange(256, dtype="int32"),
+            ops.arange(512, dtype="int32"),
+            rate,
+        )
+    )
+    assert 0.35 < np.mean(got != other) < 0.5  # 2 * 0.3 * 0.7 = 0.42
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(dropout_rate=1.0, dropout_seed=[1, 2]), "dropout_rate=1.0"),
+        (dict(dropout_rate=-0.1, dropout_seed=[1, 2]), "dropout_rate=-0.1"),
+        (dict(dropout_rate=0.1), "dropout_seed=None"),
+    ],
+)
+def test_bad_dropout_arguments_raise(kwargs, match):
+    q, k, v, _ = _inputs()
+    with pytest.raises(ValueError, match=match):
+        chunked_attention(q, k, v, **kwargs)
