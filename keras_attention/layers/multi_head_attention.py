@@ -371,13 +371,19 @@ class MultiHeadAttention(keras.layers.Layer):
                     "cache.shape[2]",
                 )
                 cache_index = ops.cast(cache_index, "int32")
-                # One in-place update of the (B, 2, S, N, H) buffer under
-                # XLA; keys and values are then read straight out of it.
-                cache = ops.slice_update(
-                    cache,
-                    [0, 0, cache_index, 0, 0],
-                    ops.cast(ops.stack([k, v], axis=1), cache.dtype),
-                )
+                kv = ops.cast(ops.stack([k, v], axis=1), cache.dtype)
+                if q.shape[1] == 1:
+                    # One new token (a decoding step): the new key and value
+                    # are selected in at their position, elementwise, not
+                    # written with an update. Under XLA the select fuses into
+                    # the attention's own pass over the cache and into
+                    # `TransformerDecoder`'s in-place write of the new
+                    # entries, so the per-layer cache is never copied.
+                    here = ops.arange(ops.shape(cache)[2], dtype="int32")
+                    here = ops.equal(here, cache_index)[None, None, :, None, None]
+                    cache = ops.where(here, kv, cache)  # (B, 2, S, N, H)
+                else:
+                    cache = ops.slice_update(cache, [0, 0, cache_index, 0, 0], kv)
                 k, v = cache[:, 0], cache[:, 1]
                 causal_offset = cache_index
                 if not use_causal_mask:

@@ -218,26 +218,20 @@ class TransformerDecoder(keras.layers.Layer):
         if return_attention_scores:
             outputs += ({k: ops.stack(w, axis=1) for k, w in weights.items()},)
         if cache is not None:
-            outputs += (self._updated_cache(cache, caches, cache_index, x),)
+            outputs += (self._updated_cache(cache, caches, cache_index),)
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def _updated_cache(self, cache, layer_caches, cache_index, x):
-        """The stack's cache with every layer's new keys and values written.
+    def _updated_cache(self, cache, layer_caches, cache_index):
+        """The stack's updated cache: the layers' caches stacked again.
 
-        Not `ops.stack(layer_caches)`: that copies the whole cache at every
-        step. Only the `T` new positions of each layer's updated cache are
-        taken and written into `cache` with one update, which XLA does in
-        place in a generation loop (the layers' own updated caches are then
-        only read, never materialised).
+        With one new token, each layer's cache is the old one with the new
+        key and value selected in (`MultiHeadAttention`), so under XLA the
+        stack is one elementwise pass over the cache that also fuses those
+        selects; no per-layer cache is materialised.
         """
         if cache_index is None:
             return cache  # read as is: nothing was written
-        shape = ops.shape(cache)
-        start = [0, 0, ops.cast(cache_index, "int32"), 0, 0]
-        size = [shape[0], 2, ops.shape(x)[1], shape[4], shape[5]]
-        new = [ops.slice(c, start, size) for c in layer_caches]  # (B, 2, T, N, H)
-        start = [0, 0, 0, ops.cast(cache_index, "int32"), 0, 0]
-        return ops.slice_update(cache, start, ops.stack(new, axis=1))
+        return ops.stack(layer_caches, axis=1)
 
     def compute_mask(self, decoder_sequence, previous_mask=None):
         return previous_mask
