@@ -9,6 +9,7 @@ from keras_attention.ops.chunked_attention import chunked_attention
 from keras_attention.ops.masks import compute_attention_mask
 from keras_attention.ops.masks import merge_masks
 from keras_attention.ops.softmax import PROBABILITIES
+from keras_attention.ops.softmax import masked_softmax
 
 
 def attention_weights(
@@ -87,6 +88,7 @@ def dot_product_attention(
     dropout_rate=0.0,
     seed=None,
     training=False,
+    return_weights=True,
 ):
     """Multi-head scaled dot-product attention (Vaswani et al., 2017).
 
@@ -99,6 +101,10 @@ def dot_product_attention(
         mask: boolean, broadcastable to `(B, N, T, S)`; a `(B, T, S)` mask
             must be expanded by the caller (`mask[:, None]`).
         scale: multiplier of the logits; `1 / sqrt(H)` when `None`.
+        dropout_rate, seed, training: attention dropout on the weights.
+        return_weights: `False` returns `None` for the weights and, without
+            active dropout, takes a backward pass written by hand (the same
+            gradients, less memory traffic).
 
     float16 inputs are multiplied in float32, so that activations of large
     magnitude cannot overflow in `Q K^T` before the float32 softmax;
@@ -106,7 +112,8 @@ def dot_product_attention(
     dtype of `value`.
 
     Returns:
-        `(output, weights)`: `(B, T, N, Hv)` and float32 `(B, N, T, S)`.
+        `(output, weights)`: `(B, T, N, Hv)` and float32 `(B, N, T, S)`
+        (or `None`, see `return_weights`).
     """
     if mask is not None and len(mask.shape) not in (2, 4):
         # A (B, T, S) mask would broadcast as (1, B, T, S): batch against heads.
@@ -139,11 +146,49 @@ def dot_product_attention(
         output = ops.sum(
             ops.cast(per_key, value.dtype) * value, axis=1, keepdims=True
         )  # (B, 1, N, Hv)
-        return output, weights
+        return output, (weights if return_weights else None)
+    if not return_weights and not (training and dropout_rate > 0):
+        return _softmax_attention(query, key, value, mask), None
     logits = ops.einsum("btnh,bsnh->bnts", query, key)  # (B, N, T, S)
     weights = attention_weights(logits, mask, "softmax", dropout_rate, seed, training)
     output = ops.einsum("bnts,bsnh->btnh", ops.cast(weights, value.dtype), value)
     return output, weights
+
+
+def _softmax_attention(query, key, value, mask):
+    """`softmax(Q K^T) V` (Q already scaled) with a hand-written backward.
+
+    The same forward as autodiff's; the backward uses the FlashAttention
+    identity `rowsum(dW * W) = rowsum(dO * O)`, so the softmax gradient
+    `W * (dW - delta)` takes `delta` from the small `(B, T, N, H)` tensors
+    instead of a product and a reduction over the `(B, N, T, S)` ones: two
+    passes over the largest tensor fewer each step, in graph mode where every
+    op is a pass of its own (benchmarks/RESULTS.md, section 1).
+    """
+
+    @ops.custom_gradient
+    def attend(q, k, v):
+        logits = ops.einsum("btnh,bsnh->bnts", q, k)  # (B, N, T, S)
+        weights = masked_softmax(logits, mask)  # float32
+        output = ops.einsum("bnts,bsnh->btnh", ops.cast(weights, v.dtype), v)
+
+        def grad(*args, upstream=None):
+            d_out = args[0] if upstream is None else upstream  # (B, T, N, Hv)
+            d_v = ops.einsum("bnts,btnh->bsnh", ops.cast(weights, d_out.dtype), d_out)
+            d_weights = ops.einsum("btnh,bsnh->bnts", d_out, ops.cast(v, d_out.dtype))
+            delta = ops.sum(
+                ops.cast(d_out, "float32") * ops.cast(output, "float32"), axis=-1
+            )  # (B, T, N)
+            delta = ops.transpose(delta, (0, 2, 1))[..., None]  # (B, N, T, 1)
+            d_logits = weights * (ops.cast(d_weights, "float32") - delta)
+            d_logits = ops.cast(d_logits, q.dtype)
+            d_q = ops.einsum("bnts,bsnh->btnh", d_logits, k)
+            d_k = ops.einsum("bnts,btnh->bsnh", d_logits, q)
+            return d_q, d_k, ops.cast(d_v, v.dtype)
+
+        return output, grad
+
+    return attend(query, key, value)
 
 
 ATTENTION_IMPLS = ("auto", "dense", "chunked")
@@ -270,7 +315,7 @@ def multi_head_attention(
         )
         if mask is not None:
             mask = mask[:, None]  # (B, 1, T, S): the same for every head
-        output, weights = dot_product_attention(
+        return dot_product_attention(
             query,
             key,
             value,
@@ -278,8 +323,8 @@ def multi_head_attention(
             dropout_rate=dropout_rate,
             seed=seed,
             training=training,
+            return_weights=return_weights,
         )
-        return output, (weights if return_weights else None)
     # Validate the masks' shapes as the dense path does; the (B, T, S) mask
     # itself is never built.
     compute_attention_mask(

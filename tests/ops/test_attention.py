@@ -130,3 +130,55 @@ def test_dot_product_attention_rejects_ambiguous_rank_3_masks(rng):
     causal = np.tril(np.ones((3, 3), bool))  # (T, S) broadcasts fine
     out, weights = dot_product_attention(q, q, q, mask=causal)
     assert np.all(ops.convert_to_numpy(weights)[..., ~causal] == 0.0)
+
+
+@pytest.mark.parametrize("t", [1, 3])  # 1: the single-query (decoding) form
+def test_dot_product_attention_hand_written_backward_equals_autodiff(rng, t, jit):
+    """`return_weights=False` takes a backward written by hand (and, for one
+    query, a multiply-and-sum forward); outputs and gradients must equal
+    autodiff through the plain formula, masks and fully masked rows too."""
+    b, s, n, h = 2, 5, 2, 4
+    q = rng.normal(size=(b, t, n, h)).astype("float32")
+    k = rng.normal(size=(b, s, n, h)).astype("float32")
+    v = rng.normal(size=(b, s, n, 3)).astype("float32")
+    mask = rng.random((b, 1, t, s)) > 0.4
+    mask[1, 0, 0] = False  # a query that sees nothing
+    upstream = rng.normal(size=(b, t, n, 3)).astype("float32")
+
+    def loss(return_weights):
+        def fn(q, k, v):
+            out, _ = dot_product_attention(
+                q, k, v, mask=mask, return_weights=return_weights
+            )
+            return ops.sum(out * upstream)
+
+        return fn
+
+    fast = jit(lambda q, k, v: input_gradients(loss(False), [q, k, v]))(q, k, v)
+    plain = input_gradients(loss(True), [q, k, v])
+    for name, a, b_ in zip(("dq", "dk", "dv"), fast, plain, strict=True):
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(a), ops.convert_to_numpy(b_), atol=1e-5, err_msg=name
+        )
+    out, weights = dot_product_attention(q, k, v, mask=mask, return_weights=False)
+    assert weights is None
+    ref_out, _ = _np_mha(q, k, v, mask)
+    np.testing.assert_allclose(ops.convert_to_numpy(out), ref_out, atol=1e-5)
+    np.testing.assert_array_equal(ops.convert_to_numpy(out)[1, 0], 0.0)
+
+
+def test_dot_product_attention_hand_written_backward_low_precision(rng):
+    q = ops.cast(rng.choice([-1.0, 1.0], size=(1, 3, 2, 8)) * 300.0, "float16")
+    v = ops.cast(rng.normal(size=(1, 4, 2, 8)), "float16")
+    k = q[:, :1] * ops.ones((1, 4, 1, 1), "float16")
+    grads = input_gradients(
+        lambda a, b_: ops.mean(
+            ops.cast(
+                dot_product_attention(a, b_, v, return_weights=False)[0], "float32"
+            )
+        ),
+        [q, k],
+    )
+    for g in grads:
+        assert ops.convert_to_numpy(g).dtype == np.float16
+        assert np.all(np.isfinite(ops.convert_to_numpy(ops.cast(g, "float32"))))
