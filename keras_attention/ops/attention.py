@@ -155,6 +155,10 @@ def dot_product_attention(
     return output, weights
 
 
+def _is_float16(dtype):
+    return keras.backend.standardize_dtype(dtype) == "float16"
+
+
 def _softmax_attention(query, key, value, mask):
     """`softmax(Q K^T) V` (Q already scaled) with a hand-written backward.
 
@@ -174,8 +178,14 @@ def _softmax_attention(query, key, value, mask):
 
         def grad(*args, upstream=None):
             d_out = args[0] if upstream is None else upstream  # (B, T, N, Hv)
-            d_v = ops.einsum("bnts,btnh->bsnh", ops.cast(weights, d_out.dtype), d_out)
-            d_weights = ops.einsum("btnh,bsnh->bnts", d_out, ops.cast(v, d_out.dtype))
+            # In float16 these products overflowed on inputs of magnitude
+            # 1e4 (tests/test_every_layer.py, mixed_float16) where autodiff
+            # through the same formula stayed finite: multiply in float32,
+            # as the forward pass does for Q K^T.
+            wide = "float32" if _is_float16(v.dtype) else v.dtype
+            d_out_w, v_w = ops.cast(d_out, wide), ops.cast(v, wide)
+            d_v = ops.einsum("bnts,btnh->bsnh", ops.cast(weights, wide), d_out_w)
+            d_weights = ops.einsum("btnh,bsnh->bnts", d_out_w, v_w)
             delta = ops.sum(
                 ops.cast(d_out, "float32") * ops.cast(output, "float32"), axis=-1
             )  # (B, T, N)

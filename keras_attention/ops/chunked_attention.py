@@ -27,6 +27,9 @@ import math
 
 from keras import ops
 
+from keras_attention.ops.loops import sequential_fori_loop
+from keras_attention.ops.loops import sequential_map
+
 _NEG = -1e30
 
 # The `lowbias32` integer finaliser (C. Wellons, "Prospecting for hash
@@ -251,14 +254,14 @@ def chunked_attention(
                 )
                 return m_new, total, acc
 
-            m, total, acc = ops.fori_loop(0, key_chunks_for(i), body, (m0, l0, acc0))
+            m, total, acc = sequential_fori_loop(0, key_chunks_for(i), body, (m0, l0, acc0))
             safe_l = ops.maximum(total, 1e-30)
             out = acc / safe_l[..., None]  # (B, N, cq, Hv)
             lse = m + ops.log(safe_l)  # (B, N, cq)
             return out, lse
 
         indices = ops.arange(n_q, dtype="int32")
-        return ops.map(one_query_chunk, (indices, qb))
+        return sequential_map(one_query_chunk, (indices, qb))
 
     def backward(qb, kb, vb, out_b, lse_b, d_out):
         """One pass over the blocks (FlashAttention-2 style).
@@ -301,7 +304,7 @@ def chunked_attention(
                 return dq_b, dk, dv
 
             init = (dq_b, ops.zeros_like(k_j), ops.zeros_like(v_j))
-            return ops.fori_loop(query_chunks_from(j), n_q, body, init)
+            return sequential_fori_loop(query_chunks_from(j), n_q, body, init)
 
         def outer(j, carry):
             dq_b, dk_b, dv_b = carry
@@ -318,7 +321,7 @@ def chunked_attention(
         # which is also the right answer when `delta` is not finite.
         zero = ops.min(delta_b) * 0.0
         init = tuple(ops.zeros_like(x) + zero for x in (qb, kb, vb))
-        return ops.fori_loop(0, n_k, outer, init)
+        return sequential_fori_loop(0, n_k, outer, init)
 
     @ops.custom_gradient
     def _attend(q_in, k_in, v_in):
