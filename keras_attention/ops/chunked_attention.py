@@ -254,7 +254,9 @@ def chunked_attention(
                 )
                 return m_new, total, acc
 
-            m, total, acc = sequential_fori_loop(0, key_chunks_for(i), body, (m0, l0, acc0))
+            m, total, acc = sequential_fori_loop(
+                0, key_chunks_for(i), body, (m0, l0, acc0)
+            )
             safe_l = ops.maximum(total, 1e-30)
             out = acc / safe_l[..., None]  # (B, N, cq, Hv)
             lse = m + ops.log(safe_l)  # (B, N, cq)
