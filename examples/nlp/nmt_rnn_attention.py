@@ -28,6 +28,16 @@ Run:
     python examples/nlp/nmt_rnn_attention.py --source de --target en \\
         --data-dir ../shared/data/multi30k --output-dir outputs/nmt_rnn_de_en
 
+Measured on 2 CPU cores (TensorFlow 2.21, keras 3.15; 8.09 M weights; 234
+steps of about 2500 target tokens per epoch; sacrebleu 13a on the 1,014 raw
+validation references), 10 epochs, de -> en:
+
+    greedy BLEU 30.83 (lowercased 31.03), chrF 52.15
+    beam 5 BLEU 33.49 (lowercased 33.71), chrF 53.04
+
+(epochs took 243-326 s when the machine was ours, up to 30 min when
+shared; 89 min in all, resumed once with `BackupAndRestore`).
+
 On a GPU the same script scales up by flags (`--units 1024 --embedding-dim
 620` is the paper's size); the decoder is a compiled scan (no cuDNN kernel).
 """

@@ -377,8 +377,8 @@ class MultiHeadAttention(keras.layers.Layer):
                     # are selected in at their position, elementwise, not
                     # written with an update. Under XLA the select fuses into
                     # the attention's own pass over the cache and into
-                    # `TransformerDecoder`'s in-place write of the new
-                    # entries, so the per-layer cache is never copied.
+                    # `TransformerDecoder`'s stack of the layers' caches (one
+                    # elementwise pass), so no per-layer cache is copied.
                     here = ops.arange(ops.shape(cache)[2], dtype="int32")
                     here = ops.equal(here, cache_index)[None, None, :, None, None]
                     cache = ops.where(here, kv, cache)  # (B, 2, S, N, H)
