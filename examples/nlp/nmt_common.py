@@ -28,7 +28,6 @@ their model, optimizer and search; everything else lives here:
 
 import argparse
 import gzip
-import hashlib
 import json
 import os
 import subprocess
@@ -36,11 +35,17 @@ import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The repository root, for the helpers shared by the examples.
+sys.path.insert(
+    0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
+
+from examples.common.files import sha256  # noqa: E402
 
 # ---------------------------------------------------------------------------
 # Data
@@ -61,14 +66,6 @@ SPLITS = ("train", "val")
 
 # The ids `keras_hub.tokenizers.compute_sentence_piece_proto` reserves.
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-
-
-def sha256sum(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def locate_file(split, language, data_dir=None, check_hashes=True):
@@ -106,7 +103,7 @@ def locate_file(split, language, data_dir=None, check_hashes=True):
             f"{sorted(os.listdir(data_dir))[:12]}"
         )
     if expected is not None and path.endswith(".gz"):
-        actual = sha256sum(path)
+        actual = sha256(path)
         if actual != expected:
             raise ValueError(
                 f"Checksum mismatch: `{path}` must have the SHA-256 of the "

@@ -32,19 +32,24 @@ generator and 0.179 in the discriminator.
 
 import argparse
 import gzip
-import hashlib
 import json
 import os
 import struct
 import sys
 import time
 
-import keras
-import numpy as np
-import tensorflow as tf
-from keras import layers
+# The repository root, for the helpers shared by the examples.
+sys.path.insert(
+    0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
 
-import keras_attention as ka
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from keras import layers  # noqa: E402
+
+import keras_attention as ka  # noqa: E402
+from examples.common.files import sha256  # noqa: E402
 
 # The original MNIST test files and their SHA-256 (also in the repository's
 # shared data README). Mirrors of yann.lecun.com, which is often unreachable.
@@ -66,14 +71,6 @@ IMAGE_SIZE = 32
 # ----------------------------------------------------------------------------
 # Data
 # ----------------------------------------------------------------------------
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def mnist_file(name, data_dir=None):

@@ -312,14 +312,17 @@ def multi_head_attention(
         key.shape[1],
         return_weights=return_weights,
     )
+    masks = dict(
+        query_mask=query_mask,
+        value_mask=value_mask,
+        key_mask=key_mask,
+        attention_mask=attention_mask,
+    )
     if impl == "dense":
         mask = compute_attention_mask(
             query,
             key,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
+            **masks,
             use_causal_mask=use_causal_mask,
             causal_offset=causal_offset,
         )
@@ -337,14 +340,7 @@ def multi_head_attention(
         )
     # Validate the masks' shapes as the dense path does; the (B, T, S) mask
     # itself is never built.
-    compute_attention_mask(
-        query,
-        key,
-        query_mask=query_mask,
-        value_mask=value_mask,
-        key_mask=key_mask,
-        attention_mask=attention_mask,
-    )
+    compute_attention_mask(query, key, **masks)
     batch, s_len = ops.shape(key)[0], ops.shape(key)[1]
     key_mask = merge_masks(value_mask, key_mask)
     if key_mask is not None:

@@ -94,7 +94,7 @@ def test_checksum_mismatch_is_a_clear_error(data_dir):
     message = str(error.value)
     assert "train.de.gz" in message
     assert nmt.MULTI30K_SHA256["train.de.gz"] in message
-    assert nmt.sha256sum(str(data_dir / "train.de.gz")) in message
+    assert nmt.sha256(str(data_dir / "train.de.gz")) in message
 
 
 def test_misaligned_files_are_a_clear_error(tmp_path):
