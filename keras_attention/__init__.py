@@ -11,4 +11,4 @@ from keras_attention.layers import *  # noqa: F403
 from keras_attention.models import PointerNetwork as PointerNetwork
 from keras_attention.models import Transformer as Transformer
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -56,3 +56,37 @@ def test_both_readmes_start_with_make_demo_and_make_test():
 def test_readmes_link_to_each_other():
     assert "(README.zh-CN.md)" in READMES["en"].read_text()
     assert "(README.md)" in READMES["zh"].read_text()
+
+
+INSTALL_HEADINGS = {
+    "en": "## Install it in your own project",
+    "zh": "## 在你自己的项目中安装",
+}
+
+
+def install_section(language):
+    text = READMES[language].read_text()
+    heading = INSTALL_HEADINGS[language]
+    assert heading + "\n" in text, language
+    return text.split(heading + "\n", 1)[1].split("\n## ", 1)[0]
+
+
+def pyproject_extras():
+    text = (ROOT / "pyproject.toml").read_text()
+    section = text.split("[project.optional-dependencies]\n", 1)[1].split("\n[", 1)[0]
+    return set(re.findall(r"^([\w-]+) = \[", section, re.M))
+
+
+def test_both_readmes_show_the_same_install_commands_and_every_extra():
+    commands = {}
+    for language in READMES:
+        section = install_section(language)
+        commands[language] = [c for c in first_commands(section) if c]
+        extras = {
+            re.match(r"\| `([\w-]+)` \|", line).group(1)
+            for line in section.splitlines()
+            if re.match(r"\| `[\w-]+` \|", line)
+        }
+        assert extras == pyproject_extras(), language
+    assert commands["en"] == commands["zh"]
+    assert any(line.startswith("pip install -e ") for line in commands["en"])
