@@ -303,18 +303,43 @@ class Cosine(Score):
         }
 
 
+_TOO_MANY_KEYS = "The `location` score addresses at most `max_length` keys. Received: "
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
 class Location(Score):
     """Location-based score `s_t = W_a q_t` (Luong et al., 2015).
 
     The scores depend only on the query: one logit per key POSITION, so the
-    keys' contents are ignored. `W_a` has `max_length` outputs, and keys
-    longer than `max_length` raise a ValueError (where the length is known
-    when the graph is built).
+    keys' contents are ignored. `W_a` has `max_length` outputs; shorter key
+    sequences use the first ones.
+
+    Keys longer than `max_length` have no logit, and are an error: a
+    ValueError naming `max_length` and the received length when the length
+    is known while tracing (always on JAX and in eager mode; on TensorFlow
+    whenever the graph has a static key length), else a run-time
+    `InvalidArgumentError` with the same message (a TensorFlow graph traced
+    with an unknown key length). XLA drops run-time assertions, so under
+    `jit_compile=True` with an unknown traced length the scores (hence the
+    attention outputs) of such a call are NaN instead: never silently
+    truncated.
 
     Args:
         max_length: the largest number of keys this score can address.
         kernel_initializer: initializer of `W_a`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_attention as ka
+    >>> score = ka.scores.Location(max_length=8)
+    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 4))).shape
+    TensorShape([2, 3, 5])
+    >>> try:
+    ...     score(np.ones((2, 3, 4)), np.ones((2, 9, 4)))
+    ... except ValueError as error:
+    ...     print("Received: key length 9 > max_length=8" in str(error))
+    True
     """
 
     def __init__(self, max_length, kernel_initializer="glorot_uniform", **kwargs):
@@ -328,10 +353,10 @@ class Location(Score):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
     def _check_length(self, key_shape):
-        if key_shape[1] is not None and key_shape[1] > self.max_length:
+        length = key_shape[1]
+        if isinstance(length, int) and length > self.max_length:
             raise ValueError(
-                "The `location` score addresses at most `max_length` keys. "
-                f"Received: key length {key_shape[1]} > max_length={self.max_length}"
+                f"{_TOO_MANY_KEYS}key length {length} > max_length={self.max_length}"
             )
 
     def build(self, query_shape, key_shape):
@@ -349,7 +374,37 @@ class Location(Score):
     def call(self, query, key):
         self._check_length(tuple(key.shape))
         logits = _project(query, self.kernel) + self.bias  # (B, T, max_length)
-        return logits[:, :, : ops.shape(key)[1]]
+        if isinstance(key.shape[1], int):
+            return logits[:, :, : key.shape[1]]  # (B, T, S)
+        return self._dynamic_length_scores(logits, ops.shape(key)[1])
+
+    def _dynamic_length_scores(self, logits, length):
+        """`(B, T, S)` scores for a key length known only at run time.
+
+        A gather (not a slice, which would clamp to `max_length` columns and
+        fail later in the weighted sum): positions past `max_length` get NaN,
+        and on TensorFlow an assertion fails first with a clear message.
+        """
+        positions = ops.arange(length, dtype="int32")  # (S,)
+        in_range = ops.less(positions, self.max_length)
+        columns = ops.minimum(positions, self.max_length - 1)
+        scores = ops.where(
+            in_range, ops.take(logits, columns, axis=-1), float("nan")
+        )  # (B, T, S)
+        if keras.backend.backend() != "tensorflow":
+            return scores  # only shape inference has unknown lengths here
+        import tensorflow as tf
+
+        check = tf.debugging.Assert(
+            tf.less_equal(length, self.max_length),
+            [
+                f"{_TOO_MANY_KEYS}key length",
+                length,
+                f"> max_length={self.max_length}",
+            ],
+        )
+        with tf.control_dependencies([check]):
+            return tf.identity(scores)
 
     def get_config(self):
         return {

@@ -158,6 +158,71 @@ def test_location_with_too_many_keys_raises(qk, rng):
         score(query, key)
 
 
+def _location_attention(max_length=4):
+    """`ScoredAttention` with a `Location` score, built on 3 keys."""
+    import keras_attention as ka
+
+    layer = ka.layers.ScoredAttention(score=scores.Location(max_length=max_length))
+    layer(np.ones((B, T, D), "float32"), np.ones((B, 3, D), "float32"))
+    return layer
+
+
+def test_location_functional_model_with_unknown_key_length(rng):
+    """Issue 12, item 6.2: a `None` key length is checked once it is known."""
+    layer = _location_attention()
+    query, value = keras.Input((T, D)), keras.Input((None, D))
+    model = keras.Model([query, value], layer(query, value))
+    q = rng.normal(size=(B, T, D)).astype("float32")
+    for length in (2, 4):
+        v = rng.normal(size=(B, length, D)).astype("float32")
+        np.testing.assert_allclose(
+            model.predict([q, v], verbose=0), layer(q, v), atol=1e-6
+        )
+    v = rng.normal(size=(B, 6, D)).astype("float32")
+    # `predict` retraces for a new length; on TensorFlow the second retrace
+    # relaxes the length to `None` (`reduce_retracing`), so the check may
+    # run at trace time (ValueError) or at run time (the graph's assertion).
+    errors = (ValueError,)
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        errors += (tf.errors.InvalidArgumentError,)
+    with pytest.raises(errors, match=r"key length\W*6\W*> max_length=4"):
+        model.predict([q, v], verbose=0)
+
+
+@pytest.mark.tf_only
+def test_location_key_length_known_only_at_run_time(rng):
+    """A TensorFlow graph traced with an unknown key length: the scores of a
+    valid length are the static ones; a longer one fails at run time with a
+    message naming `max_length` and the length (not "Matrix
+    size-incompatible"), or gives NaN under XLA, which drops assertions."""
+    import tensorflow as tf
+
+    layer = _location_attention()
+    q = rng.normal(size=(B, T, D)).astype("float32")
+    signature = [tf.TensorSpec((None, T, D)), tf.TensorSpec((None, None, D))]
+    for jit_compile in (False, True):
+        attend = tf.function(
+            lambda query, value: layer(query, value),
+            input_signature=signature,
+            jit_compile=jit_compile,
+        )
+        for length in (1, 4):
+            v = rng.normal(size=(B, length, D)).astype("float32")
+            np.testing.assert_allclose(attend(q, v), layer(q, v), atol=1e-6)
+        v = rng.normal(size=(B, 6, D)).astype("float32")
+        if jit_compile:
+            assert np.isnan(ops.convert_to_numpy(attend(q, v))).all()
+        else:
+            with pytest.raises(
+                tf.errors.InvalidArgumentError,
+                match=r"at most `max_length` keys.*key length\] \[6\] "
+                r"\[> max_length=4\]",
+            ):
+                attend(q, v)
+
+
 @pytest.mark.parametrize("name", ["dot", "scaled_dot", "cosine"])
 def test_same_width_scores_reject_mismatched_widths(rng, name):
     query = rng.normal(size=(B, T, 3)).astype("float32")
