@@ -13,6 +13,19 @@ def _as_list(size):
     return list(size) if isinstance(size, (list, tuple)) else [size]
 
 
+def _no_memory(name):
+    """The TypeError for a call without the memory, e.g. from keras.layers.RNN."""
+    raise TypeError(
+        f"`AttentionRNNCell` needs `{name}`: the attention memory (the "
+        "encoder outputs). `keras.layers.RNN` cannot pass it to its cell "
+        "(Keras 3 calls a cell with `(inputs, states, training)` only), so "
+        "`keras.layers.RNN(AttentionRNNCell(...))` does not work: use "
+        "`keras_attention.layers.AttentionRNNDecoder(cell)(inputs, memory)` "
+        "over a sequence, or `cell.prepare_memory(memory)` and `cell.step()` "
+        f"step by step. Received: {name}=None"
+    )
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
 class AttentionRNNCell(keras.layers.Layer):
     """One decoder step of an RNN with attention over an encoder memory.
@@ -42,6 +55,13 @@ class AttentionRNNCell(keras.layers.Layer):
     The state is a flat list: the wrapped cell's states (the first one is
     the hidden state `h`, as for every Keras cell), then `h~_{t-1}` for the
     Luong style with input feeding.
+
+    Not a cell for `keras.layers.RNN`: Keras 3's RNN calls its cell with
+    `(inputs, states, training)` only (it dropped Keras 2's `constants`), so
+    it cannot hand the memory to the cell at every step.
+    `keras.layers.RNN(AttentionRNNCell(...))` raises a TypeError that says
+    so when it is called; use `AttentionRNNDecoder`, which runs this cell
+    over a sequence with the memory (under `fit`, `predict` and XLA).
 
     Args:
         cell: a Keras RNN cell instance (or its serialized config).
@@ -160,8 +180,10 @@ class AttentionRNNCell(keras.layers.Layer):
             return self.attention_layer.units
         return self._cell_output_size + memory_dim
 
-    def build(self, inputs_shape, memory_shape):
+    def build(self, inputs_shape, memory_shape=None):
         """Build from one step's input `(B, D)` and the memory `(B, S, Dm)`."""
+        if memory_shape is None:
+            _no_memory("memory_shape")
         check_rank("inputs", inputs_shape, 2)
         check_rank("memory", memory_shape, 3)
         memory_dim = memory_shape[-1]
@@ -302,8 +324,10 @@ class AttentionRNNCell(keras.layers.Layer):
                 )
         return self._step_fn(inputs, states, memory_cache, training)
 
-    def call(self, inputs, states, memory, memory_mask=None, training=None):
+    def call(self, inputs, states, memory=None, memory_mask=None, training=None):
         """One step from raw memory: `step(inputs, states, prepare_memory(...))`."""
+        if memory is None:
+            _no_memory("memory")
         cache = self.prepare_memory(memory, memory_mask)
         return self.step(inputs, states, cache, training=training)
 

@@ -310,3 +310,30 @@ def test_masked_memory_padding_changes_nothing(style, data):
         mask_argument="memory_mask",
         call_kwargs={"memory_mask": mask},
     )
+
+
+@pytest.mark.parametrize("usage", ["eager", "functional", "jit", "prebuilt"])
+def test_keras_rnn_cannot_carry_the_memory_and_says_what_to_use(usage, data, jit):
+    """Issue 12, item 6.3: `keras.layers.RNN(AttentionRNNCell(...))`.
+
+    Keras 3's RNN calls its cell with `(inputs, states, training)` only (no
+    `constants`), so the memory cannot reach the cell: the failure is a
+    TypeError naming the memory and `AttentionRNNDecoder`, which runs the
+    same cell with the memory.
+    """
+    inputs, memory, _ = data
+    cell = make_decoder().cell
+    if usage == "prebuilt":  # built for step-by-step use, then wrapped
+        cell.build((B, D), memory.shape)
+    rnn = keras.layers.RNN(cell, return_sequences=True)
+    match = r"needs `memory(_shape)?`.*keras.layers.RNN.*AttentionRNNDecoder"
+    with pytest.raises(TypeError, match=match):
+        if usage == "functional":
+            rnn(keras.Input((None, D)))
+        elif usage == "jit":
+            jit(rnn)(inputs)
+        else:
+            rnn(inputs)
+    # The advertised alternative runs the same cell over the same sequence.
+    decoder = ka.layers.AttentionRNNDecoder(cell)
+    assert decoder(inputs, memory).shape == (B, T, UNITS + DM)
