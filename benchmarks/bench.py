@@ -433,7 +433,7 @@ def generation_section(args):
         return x + positions(x, start_index=index)
 
     def ours_step(x, cache, index):
-        return ours(x, cache=cache, cache_index=index)
+        return ours(x, cache=cache, cache_update_index=index)
 
     def keras_hub_step(x, cache, index):
         caches = []

@@ -3,7 +3,7 @@
 Every entry is a wrong constructor argument or call across the public
 layers (and the decoding functions): wrong rank, mismatched widths, lengths
 or batch sizes, masks of the wrong shape or dtype, non-positive sizes,
-unknown names, caches of the wrong size, `start_index` / `cache_index` out
+unknown names, caches of the wrong size, `start_index` / `cache_update_index` out
 of range. Each must raise `ValueError` or `TypeError` whose message names
 the argument (in backticks, as the library writes it) and shows the received
 value after "Received:", so the user sees at once what to fix.
@@ -45,6 +45,14 @@ def _mha():
     return _built(
         L.MultiHeadAttention(num_heads=2, key_dim=2), _x(2, 3, 4), _x(2, 5, 4)
     )
+
+
+def _additive(*shape):
+    """An additive mask (0 = attend, -1e9 = hide): refused, since cast to
+    bool it would mean the opposite."""
+    mask = np.zeros(shape, "float32")
+    mask[..., -1] = -1e9
+    return mask
 
 
 def _cache(*shape):
@@ -103,10 +111,16 @@ CASES = [
         "attention_impl='flash'",
     ),
     (
-        "fused-value_dim",
-        lambda: L.MultiHeadSelfAttention(2, 2, value_dim=3),
-        "value_dim",
-        "value_dim=3",
+        "self-attention-axes",
+        lambda: L.MultiHeadSelfAttention(2, 2, attention_axes=(1,)),
+        "attention_axes",
+        "attention_axes=(1,)",
+    ),
+    (
+        "attention_dropout-renamed",
+        lambda: L.MultiHeadAttention(2, 2, attention_dropout=0.1),
+        "attention_dropout",
+        "attention_dropout=0.1",
     ),
     (
         "activation-unknown",
@@ -320,24 +334,30 @@ CASES = [
         "value_mask.shape=(2, 6)",
     ),
     (
-        "value_mask-float",
+        "value_mask-additive",
         lambda: L.ScoredAttention()(
-            _x(2, 3, 4), _x(2, 5, 4), value_mask=_ones(2, 5, dtype="float32")
+            _x(2, 3, 4), _x(2, 5, 4), value_mask=_additive(2, 5)
         ),
         "value_mask",
-        "value_mask.dtype=float32",
+        "value_mask with the value -1000000000.0 (dtype float32)",
     ),
     (
         "attention_mask-rank",
-        lambda: _mha()(_x(2, 3, 4), _x(2, 5, 4), attention_mask=_ones(3, 5)),
+        lambda: _mha()(_x(2, 3, 4), _x(2, 5, 4), attention_mask=_ones(4, 5)),
         "attention_mask",
-        "attention_mask.shape=(3, 5)",
+        "attention_mask.shape=(4, 5)",
     ),
     (
-        "query_mask-float",
-        lambda: _mha()(_x(2, 3, 4), _x(2, 5, 4), query_mask=_ones(2, 3, dtype="f8")),
+        "query_mask-additive",
+        lambda: _mha()(_x(2, 3, 4), _x(2, 5, 4), query_mask=_additive(2, 3)),
         "query_mask",
-        "query_mask.dtype=float",  # Keras casts float64 to floatx,
+        "query_mask with the value -1000000000.0",
+    ),
+    (
+        "query_mask-string",
+        lambda: _mha()(_x(2, 3, 4), _x(2, 5, 4), query_mask=np.full((2, 3), "y")),
+        "query_mask",
+        "query_mask.dtype=string",
     ),
     (
         "pointer-value_mask-rank",
@@ -362,12 +382,12 @@ CASES = [
         "padding_mask.shape=(2, 6)",
     ),
     (
-        "decoder_padding_mask-float",
+        "decoder_padding_mask-additive",
         lambda: L.TransformerDecoderBlock(2, 8)(
-            _x(2, 5, 4), decoder_padding_mask=_ones(2, 5, dtype="float32")
+            _x(2, 5, 4), decoder_padding_mask=_additive(2, 5)
         ),
         "decoder_padding_mask",
-        "decoder_padding_mask.dtype=float32",
+        "decoder_padding_mask with the value -1000000000.0",
     ),
     (
         "encoder_padding_mask-length",
@@ -395,47 +415,47 @@ CASES = [
     (
         "cache-heads",
         lambda: _mha()(
-            _x(2, 1, 4), _x(2, 1, 4), cache=_cache(2, 2, 4, 3, 2), cache_index=0
+            _x(2, 1, 4), _x(2, 1, 4), cache=_cache(2, 2, 4, 3, 2), cache_update_index=0
         ),
         "cache",
         "cache.shape=(2, 2, 4, 3, 2)",
     ),
     (
-        "cache_index-past-the-end",
+        "cache_update_index-past-the-end",
         lambda: _mha()(
-            _x(2, 3, 4), _x(2, 3, 4), cache=_cache(2, 2, 4, 2, 2), cache_index=3
+            _x(2, 3, 4), _x(2, 3, 4), cache=_cache(2, 2, 4, 2, 2), cache_update_index=3
         ),
-        "cache_index",
-        "cache_index=3",
+        "cache_update_index",
+        "cache_update_index=3",
     ),
     (
-        "cache_index-negative",
+        "cache_update_index-negative",
         lambda: L.MultiHeadSelfAttention(2, 2)(
-            _x(2, 1, 4), cache=_cache(2, 2, 4, 2, 2), cache_index=-1
+            _x(2, 1, 4), cache=_cache(2, 2, 4, 2, 2), cache_update_index=-1
         ),
-        "cache_index",
-        "cache_index=-1",
+        "cache_update_index",
+        "cache_update_index=-1",
     ),
     (
-        "cache_index-without-cache",
-        lambda: _mha()(_x(2, 1, 4), _x(2, 1, 4), cache_index=0),
-        "cache_index",
-        "cache_index=0",
+        "cache_update_index-without-cache",
+        lambda: _mha()(_x(2, 1, 4), _x(2, 1, 4), cache_update_index=0),
+        "cache_update_index",
+        "cache_update_index=0",
     ),
     (
         "self-attention-cache-without-index",
         lambda: L.MultiHeadSelfAttention(2, 2)(
             _x(2, 1, 4), cache=_cache(2, 2, 4, 2, 2)
         ),
-        "cache_index",
-        "cache_index=None",
+        "cache_update_index",
+        "cache_update_index=None",
     ),
     (
         "block-self_attention_cache",
         lambda: L.TransformerDecoderBlock(2, 8)(
             _x(2, 1, 4),
             self_attention_cache=_cache(2, 2, 4, 3, 2),
-            self_attention_cache_index=0,
+            self_attention_cache_update_index=0,
         ),
         "self_attention_cache",
         "self_attention_cache.shape=(2, 2, 4, 3, 2)",
@@ -443,16 +463,16 @@ CASES = [
     (
         "stack-cache-num_layers",
         lambda: L.TransformerDecoder(2, 2, 8)(
-            _x(2, 1, 4), cache=_cache(2, 3, 2, 4, 2, 2), cache_index=0
+            _x(2, 1, 4), cache=_cache(2, 3, 2, 4, 2, 2), cache_update_index=0
         ),
         "cache",
         "cache.shape=(2, 3, 2, 4, 2, 2)",
     ),
     (
-        "stack-cache_index-without-cache",
-        lambda: L.TransformerDecoder(1, 2, 8)(_x(2, 1, 4), cache_index=1),
-        "cache_index",
-        "cache_index=1",
+        "stack-cache_update_index-without-cache",
+        lambda: L.TransformerDecoder(1, 2, 8)(_x(2, 1, 4), cache_update_index=1),
+        "cache_update_index",
+        "cache_update_index=1",
     ),
     (
         "sinusoidal-start_index-negative",
@@ -512,16 +532,14 @@ def test_bad_input_raises_a_clear_error(call, argument, received):
     assert received in tail, f"{received!r} not shown: {message}"
 
 
-def test_float_masks_are_type_errors():
-    with pytest.raises(TypeError, match="value_mask.dtype=float32"):
-        L.ScoredAttention()(
-            _x(2, 3, 4), _x(2, 5, 4), value_mask=_ones(2, 5, dtype="f4")
-        )
-    # Integer 0/1 masks stay accepted and mean the same as booleans.
+def test_numeric_masks_are_taken_as_keras_takes_them():
+    """0/1 integer and float masks mean the same as booleans (Keras casts
+    them); other values (an additive mask) are refused, see the catalogue."""
     layer = L.ScoredAttention()
     mask = np.array([[1, 1, 0, 1, 0], [0, 1, 1, 1, 1]])
     q, v = _x(2, 3, 4), _x(2, 5, 4)
-    np.testing.assert_array_equal(
-        keras.ops.convert_to_numpy(layer(q, v, value_mask=mask)),
-        keras.ops.convert_to_numpy(layer(q, v, value_mask=mask.astype(bool))),
-    )
+    expected = keras.ops.convert_to_numpy(layer(q, v, value_mask=mask.astype(bool)))
+    for numeric in (mask, mask.astype("float32")):
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(layer(q, v, value_mask=numeric)), expected
+        )

@@ -323,7 +323,7 @@ def multi_head_attention_properties(data):
     _check_weights(name, weights, visible[:, None])
     # A query that sees nothing gets zero heads: the output is the bias.
     blind = ~visible.any(-1)
-    bias = _np(layer.output_bias)
+    bias = _np(layer.output_dense.bias)
     assert np.all(_np(output)[blind] == bias), f"{name}: blind query output"
     _check_same(
         f"{name} padding invariance", output, run(_garble(rng, value, value_mask))[0]

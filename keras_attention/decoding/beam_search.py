@@ -13,10 +13,9 @@ compiles once under XLA, and it stops as soon as every hypothesis ended.
 import keras
 from keras import ops
 
-from keras_attention.layers.validation import check_positive_int
-from keras_attention.layers.validation import check_rank
-
-_NEG = -1e9
+from keras_attention.ops.softmax import MASK_VALUE
+from keras_attention.validation import check_positive_int
+from keras_attention.validation import check_rank
 
 
 def length_penalty(lengths, alpha):
@@ -118,7 +117,7 @@ def beam_search(
     tokens = repeat(start_tokens)  # (B * K,)
     # Only beam 0 is alive at first, so the K beams do not start identical.
     log_probs = ops.tile(
-        ops.convert_to_tensor([[0.0] + [_NEG] * (k - 1)], "float32"), (batch, 1)
+        ops.convert_to_tensor([[0.0] + [MASK_VALUE] * (k - 1)], "float32"), (batch, 1)
     )  # (B, K)
     lengths = ops.zeros((batch, k), "int32")
     finished = ops.zeros((batch, k), "bool")
@@ -131,7 +130,7 @@ def beam_search(
         step_log_probs = ops.reshape(step_log_probs, (batch, k, vocab))
         # A finished hypothesis continues with `pad_token` only, at no cost.
         pad_only = ops.where(
-            ops.equal(ops.arange(vocab, dtype="int32"), pad_token), 0.0, _NEG
+            ops.equal(ops.arange(vocab, dtype="int32"), pad_token), 0.0, MASK_VALUE
         )
         step_log_probs = ops.where(finished[..., None], pad_only, step_log_probs)
         candidates = log_probs[..., None] + step_log_probs  # (B, K, V)

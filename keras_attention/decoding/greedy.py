@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from keras_attention.layers.validation import check_positive_int
-from keras_attention.layers.validation import check_rank
+from keras_attention.validation import check_positive_int
+from keras_attention.validation import check_rank
 
 
 def _write(buffer, index, value):

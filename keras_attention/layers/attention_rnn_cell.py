@@ -3,8 +3,8 @@ from keras import ops
 
 from keras_attention import ops as ka_ops
 from keras_attention.layers.scored_attention import ScoredAttention
-from keras_attention.layers.validation import check_positive_int
-from keras_attention.layers.validation import check_rank
+from keras_attention.validation import check_positive_int
+from keras_attention.validation import check_rank
 
 _STYLES = ("bahdanau", "luong")
 

@@ -3,8 +3,8 @@ from keras import ops
 
 from keras_attention import ops as ka_ops
 from keras_attention.layers.attention_rnn_cell import AttentionRNNCell
-from keras_attention.layers.validation import check_rank
-from keras_attention.layers.validation import check_same
+from keras_attention.validation import check_rank
+from keras_attention.validation import check_same
 
 
 def _dropout_cells(cell):

@@ -2,7 +2,7 @@ import keras
 
 from keras_attention import scores
 from keras_attention.layers.scored_attention import ScoredAttention
-from keras_attention.layers.validation import check_positive_int
+from keras_attention.validation import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -1,104 +1,131 @@
-import math
-
 import keras
 from keras import ops
 
 from keras_attention import ops as ka_ops
-from keras_attention.layers.validation import check_index
-from keras_attention.layers.validation import check_positive_int
-from keras_attention.layers.validation import check_rank
-from keras_attention.layers.validation import check_rate
-from keras_attention.layers.validation import check_same
+from keras_attention.keras_compat import first_mask
+from keras_attention.keras_compat import trace_output_spec
+from keras_attention.layers.fine_tuning import FineTuningMixin
+from keras_attention.layers.initializers import fresh_initializer
+from keras_attention.layers.results import LayerResult
+from keras_attention.validation import check_cache
+from keras_attention.validation import check_index
+from keras_attention.validation import check_last_dim
+from keras_attention.validation import check_positive_int
+from keras_attention.validation import check_rank
+from keras_attention.validation import check_rate
+from keras_attention.validation import check_same
 
-
-def check_cache(cache, batch, num_heads, head_dim, name="cache"):
-    """ValueError unless `cache` has the static shape `(B, 2, S, N, H)`."""
-    shape = tuple(cache.shape)
-    expected = (batch, 2, None, num_heads, head_dim)
-    ok = len(shape) == 5 and all(
-        want is None or got is None or got == want
-        for got, want in zip(shape, expected, strict=True)
-    )
-    if not ok:
-        raise ValueError(
-            f"`{name}` must have shape (batch, 2, max_length, num_heads, key_dim) "
-            f"= {expected}. Received: {name}.shape={shape}"
-        )
+# Arguments of keras_attention 0.1.0 whose meaning moved; passing them is an
+# error rather than a silent change of behaviour.
+_RENAMED = {
+    "attention_dropout": (
+        "`dropout` is now the dropout on the attention weights, as in "
+        "keras.layers.MultiHeadAttention; pass dropout=<rate>"
+    ),
+    "output_dim": "use `output_shape` (an int or a tuple), as in Keras",
+}
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class MultiHeadAttention(keras.layers.Layer):
+class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
     """Multi-head attention of a query sequence over a key/value sequence.
 
     `MultiHead(Q, K, V) = Concat(head_1, ..., head_N) W^O` with
     `head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(H)) V W_i^V`
-    (Vaswani et al., 2017). Every head has its own projections; the heads
-    are concatenated and mixed by the output projection `W^O`. The softmax
-    runs in float32 whatever the compute dtype, so `mixed_float16` logits
-    cannot overflow. All the maths is `keras_attention.ops.dot_product_attention`.
+    (Vaswani et al., 2017). A drop-in subclass of
+    `keras.layers.MultiHeadAttention`: it accepts every argument Keras' layer
+    accepts, with Keras' meaning (`dropout` is dropout on the attention
+    weights), has the same weights in the same layout (the sublayers
+    `query`, `key`, `value`, `gate`, `attention_output`, so `set_weights`
+    and checkpoints convert both ways; see `from_keras` and `to_keras`),
+    and supports LoRA,
+    int8 quantization and `DTypePolicyMap`s as Keras' does. On top of it:
 
-    Masks are boolean, True = may attend: `value_mask`/`key_mask` `(B, S)`
-    hide padded keys from every query, `query_mask` `(B, T)` zeroes the
-    attention of padded queries, `attention_mask` `(B, T, S)` is any pattern,
-    `use_causal_mask` lets query `i` see keys `j <= i`. Keras masks (from
-    `Embedding(mask_zero=True)`) fill `query_mask`, `value_mask` and
-    `key_mask` automatically, and the query's mask is passed on.
+    - the maths is `keras_attention.ops.multi_head_attention`: softmax in
+      float32 whatever the dtype policy, and an exact memory-efficient path
+      (`attention_impl`) that never holds the `(T, S)` weights;
+    - a key/value cache for autoregressive decoding, with keras-hub's
+      `CachedMultiHeadAttention` arguments (`cache`, `cache_update_index`);
+    - masked keys get exactly zero weight and a query that sees no key at
+      all (a padded query) gets a zero attention output, not an average.
 
-    Key/value cache (autoregressive decoding): `cache` is a fixed-size tensor
-    `(B, 2, S_max, N, H)` holding the projected keys (`cache[:, 0]`) and
-    values (`cache[:, 1]`) of every position. With `cache_index` (an int or
-    a traced int tensor) the keys/values projected from the new `key`/`value`
-    tokens are written at `[cache_index, cache_index + T)` and the queries
-    attend to cache positions `< cache_index + T` only (causally from
-    `cache_index` with `use_causal_mask=True`); with `cache_index=None` the
-    cache is read as is and `key`/`value` are ignored (a precomputed
-    cross-attention cache, see `compute_cache`). A cache needs
-    `value_dim == key_dim`. The cache keeps its shape, so a generation loop
-    compiles once under XLA.
+    Masks are boolean (or 0/1 numbers), True = may attend: `value_mask` /
+    `key_mask` `(B, S)` hide padded keys, `query_mask` `(B, T)` zeroes the
+    attention of padded queries, `attention_mask` is any pattern, `(T, S)`,
+    `(B, T, S)` or per head `(B, N, T, S)`; `use_causal_mask` lets query `i`
+    see keys `j <= i` and `sliding_window=w` keys `|i - j| < w`. Keras masks
+    (from `Embedding(mask_zero=True)`) fill the first three automatically,
+    on every backend and under `jit`, and the query's mask is passed on.
 
-    Weights are 2-D with the heads flattened head-major: `query_kernel`
-    `(Dq, N * H)`, `key_kernel` `(Dk, N * H)`, `value_kernel` `(Dv, N * Hv)`,
-    `output_kernel` `(N * Hv, output_dim)` (a `keras.layers.MultiHeadAttention`
-    kernel `(D, N, H)` converts with `reshape(D, N * H)`).
+    Key/value cache: `cache` is a fixed-size tensor `(B, 2, S_max, N, H)`
+    holding the projected keys (`cache[:, 0]`) and values (`cache[:, 1]`).
+    With `cache_update_index` (an int or a traced int tensor) the keys and
+    values of the new `key`/`value` tokens are written at
+    `[cache_update_index, cache_update_index + T)` and the queries attend to
+    the positions written so far (causally from `cache_update_index` with
+    `use_causal_mask=True`); with `cache_update_index=None` the cache is read
+    as is and `key`/`value` are ignored (a precomputed cross-attention cache,
+    see `compute_cache`). A cache needs `value_dim == key_dim` and inputs of
+    rank 3.
+
+    Inputs of rank > 3 and `attention_axes` (attention over several axes)
+    run Keras' own computation, with Keras' masking (no cache, no chunked
+    path there).
 
     Args:
         num_heads: number of heads `N`.
         key_dim: size `H` of each head for queries and keys.
         value_dim: size of each head for values; `key_dim` when `None`.
-        dropout: dropout rate on the output (after `W^O`) while training.
-        attention_dropout: dropout rate on the attention weights.
+        dropout: dropout rate on the attention weights while training.
         use_bias: whether the projections have biases.
-        output_dim: width of the output; the query's width when `None`.
-        kernel_initializer: initializer of the projection kernels.
+        output_shape: the output's feature shape (an int or a tuple); the
+            query's width when `None`.
+        attention_axes: the axes attention runs over (Keras' meaning).
+        sliding_window: `None` or an int `w`: query `i` sees keys with
+            `|i - j| < w` (positions offset by `cache_update_index`).
+        flash_attention: Keras' flash-attention switch; when true the
+            attention runs Keras' `ops.dot_product_attention` (JAX/torch
+            only), not this package's kernels.
+        kernel_initializer: initializer of the projection kernels; every
+            projection draws its own values, also from a seeded initializer
+            (`keras.layers.MultiHeadAttention` gives its query, key and
+            value kernels equal values in that case).
         bias_initializer: initializer of the biases.
-        seed: seed of the dropouts.
+        kernel_regularizer: as in Keras (every projection kernel).
+        bias_regularizer: as in Keras.
+        activity_regularizer: as in Keras.
+        kernel_constraint: as in Keras.
+        bias_constraint: as in Keras.
+        use_gate: gated attention (Qiu et al., 2025), as in Keras.
+        seed: seed of the dropout.
         attention_impl: `"auto"`, `"dense"` or `"chunked"`. `"chunked"` is
             exact attention in O(T + S) memory instead of O(T S)
             (`keras_attention.ops.chunked_attention`: an online softmax over
             key blocks, recomputation in the backward pass); it handles
-            every mask and attention dropout but cannot return attention
-            scores (a ValueError says so). `"auto"` takes it when it applies and
+            every mask and the dropout but cannot return attention scores
+            (a ValueError says so). `"auto"` takes it when it applies and
             `T * S >= keras_attention.ops.CHUNKED_MIN_SIZE` (2048 * 2048),
             the dense path otherwise.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
         query: `(B, T, Dq)`.
-        value: `(B, S, Dv)`; may be `None` only with a cache and no
-            `cache_index`.
+        value: `(B, S, Dv)`; may be `None` only when a `cache` is read
+            without `cache_update_index`.
         key: `(B, S, Dk)`; `value` when `None`.
-        query_mask, value_mask, key_mask, attention_mask: boolean masks
-            (with a cache, `S` is the cache length `S_max`).
-        use_causal_mask: bool.
+        query_mask, value_mask, key_mask, attention_mask: masks (with a
+            cache, `S` is the cache length `S_max`).
         return_attention_scores: also return the post-softmax per-head
             weights, float32 `(B, N, T, S)`.
         training: bool, whether dropout is active.
+        use_causal_mask: bool.
         cache: `None` or `(B, 2, S_max, N, H)`.
-        cache_index: `None` or the int position of the first new token.
+        cache_update_index: `None` or the int position of the first new
+            token.
 
     Returns:
-        `output` `(B, T, output_dim)`, then the weights if asked, then the
-        updated cache if one was passed: `output`, `(output, weights)`,
+        `output` `(B, T, *output_shape)`, then the weights if asked, then
+        the updated cache if one was passed: `output`, `(output, weights)`,
         `(output, cache)` or `(output, weights, cache)`.
 
     Example:
@@ -122,170 +149,187 @@ class MultiHeadAttention(keras.layers.Layer):
         key_dim,
         value_dim=None,
         dropout=0.0,
-        attention_dropout=0.0,
         use_bias=True,
-        output_dim=None,
+        output_shape=None,
+        attention_axes=None,
+        sliding_window=None,
+        flash_attention=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        use_gate=False,
         seed=None,
         attention_impl="auto",
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        ka_ops.check_attention_impl(attention_impl)
-        self.attention_impl = attention_impl
+        for name, advice in _RENAMED.items():
+            if name in kwargs:
+                raise TypeError(
+                    f"`{name}` is not an argument of MultiHeadAttention since "
+                    f"keras_attention 0.2.0: {advice}. Received: "
+                    f"{name}={kwargs[name]!r}"
+                )
         check_positive_int("num_heads", num_heads)
         check_positive_int("key_dim", key_dim)
         check_positive_int("value_dim", value_dim, allow_none=True)
-        check_positive_int("output_dim", output_dim, allow_none=True)
         check_rate("dropout", dropout)
-        check_rate("attention_dropout", attention_dropout)
-        self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.value_dim = value_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.use_bias = use_bias
-        self.output_dim = output_dim
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.seed = seed
-        self.seed_generator = (
-            keras.random.SeedGenerator(seed)
-            if dropout > 0 or attention_dropout > 0
-            else None
+        ka_ops.check_attention_impl(attention_impl)
+        super().__init__(
+            num_heads=num_heads,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            dropout=dropout,
+            use_bias=use_bias,
+            output_shape=output_shape,
+            attention_axes=attention_axes,
+            sliding_window=sliding_window,
+            flash_attention=flash_attention,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            kernel_regularizer=kernel_regularizer,
+            bias_regularizer=bias_regularizer,
+            activity_regularizer=activity_regularizer,
+            kernel_constraint=kernel_constraint,
+            bias_constraint=bias_constraint,
+            use_gate=use_gate,
+            seed=seed,
+            **kwargs,
         )
-        self.supports_masking = True
-
-    @property
-    def _value_dim(self):
-        return self.value_dim or self.key_dim
-
-    def _kernel(self, name, fan_in, fan_out, blocks=1):
-        """A 2-D kernel `(fan_in, blocks * fan_out)`.
-
-        Kernels are stored 2-D, heads flattened head-major (`(D, N * H)`,
-        not `(D, N, H)`): inside an XLA loop on CPU, reshaping a 3-D or 4-D
-        kernel to a matmul operand costs a copy at every step (measured
-        ~0.8 ms for a 256 x 768 kernel, 40x the matmul itself). A kernel
-        made of several `blocks` (the fused Q/K/V one) is initialized block
-        by block, so each block has the scale of a separate projection.
-        """
-        initializer = self.kernel_initializer.__class__.from_config(
-            self.kernel_initializer.get_config()
-        )
-
-        def init(shape, dtype=None):
-            return ops.concatenate(
-                [initializer((fan_in, fan_out), dtype) for _ in range(blocks)],
-                axis=1,
-            )
-
-        return self.add_weight(
-            name=name, shape=(fan_in, blocks * fan_out), initializer=init
-        )
-
-    def _bias(self, name, size):
-        if not self.use_bias:
-            return None
-        return self.add_weight(
-            name=name, shape=(size,), initializer=self.bias_initializer
-        )
+        self.attention_impl = attention_impl
 
     # -- build -------------------------------------------------------------
 
     def build(self, query_shape, value_shape=None, key_shape=None):
-        check_rank("query", query_shape, 3)
         if value_shape is None:
             raise ValueError(
                 "`value` is needed to build the layer (its width sets the "
                 "value projection). Received: value=None"
             )
-        check_rank("value", value_shape, 3)
-        if key_shape is None:
-            key_shape = value_shape
-        check_rank("key", key_shape, 3)
-        for name, shape in (("query", query_shape), ("value", value_shape)):
-            if shape[-1] is None:
+        key_shape = value_shape if key_shape is None else key_shape
+        if tuple(value_shape[1:-1]) != tuple(key_shape[1:-1]):
+            raise ValueError(
+                "All dimensions of `value` and `key`, except the last one, must "
+                f"be equal. Received: value.shape={tuple(value_shape)}, "
+                f"key.shape={tuple(key_shape)}"
+            )
+        self._check_build_shapes(query_shape, value_shape, key_shape)
+        self._sublayer_index = 0
+        super().build(query_shape, value_shape, key_shape)
+        self._input_widths = {
+            "query": query_shape[-1],
+            "value": value_shape[-1],
+            "key": key_shape[-1],
+        }
+        self._after_build(len(query_shape))
+
+    def _check_build_shapes(self, *shapes):
+        for name, shape in zip(("query", "value", "key"), shapes, strict=False):
+            if shape is None:
+                continue
+            if len(shape) < 3 or shape[-1] is None:
                 raise ValueError(
-                    f"The last dimension of `{name}` must be known. "
-                    f"Received: {name}.shape={tuple(shape)}"
+                    f"`{name}` must have rank >= 3 `(B, ..., D)` and a known last "
+                    f"dimension. Received: {name}.shape={tuple(shape)}"
                 )
-        n, h, hv = self.num_heads, self.key_dim, self._value_dim
-        self._query_dim = query_shape[-1]
-        self._key_input_dim = key_shape[-1]
-        self._value_input_dim = value_shape[-1]
-        self.query_kernel = self._kernel("query_kernel", query_shape[-1], n * h)
-        self.query_bias = self._bias("query_bias", n * h)
-        self.key_kernel = self._kernel("key_kernel", key_shape[-1], n * h)
-        self.key_bias = self._bias("key_bias", n * h)
-        self.value_kernel = self._kernel("value_kernel", value_shape[-1], n * hv)
-        self.value_bias = self._bias("value_bias", n * hv)
-        self._build_output(query_shape)
 
-    def _build_output(self, query_shape):
-        out = self.output_dim or query_shape[-1]
-        self.output_kernel = self._kernel(
-            "output_kernel", self.num_heads * self._value_dim, out
+    def _after_build(self, query_rank):
+        # Padding masks pass through a position-wise projection unchanged;
+        # saying so keeps Keras from warning that the mask is dropped.
+        for layer in self._flatten_layers(include_self=False):
+            layer.supports_masking = True
+        # This package's kernels cover attention over the sequence axis of
+        # (B, T, D) inputs; other layouts run Keras' own computation.
+        self._sequence_attention = query_rank == 3 and self._attention_axes == (1,)
+
+    def _get_common_kwargs_for_sublayer(self):
+        """Keras' sublayer arguments, with initializers that draw distinct
+        values for each sublayer (`fresh_initializer`)."""
+        kwargs = super()._get_common_kwargs_for_sublayer()
+        index = self._sublayer_index
+        self._sublayer_index += 1
+        kwargs["kernel_initializer"] = fresh_initializer(
+            self._kernel_initializer, index
         )
-        self.output_bias = self._bias("output_bias", out)
-        self.built = True
+        kwargs["bias_initializer"] = fresh_initializer(self._bias_initializer, index)
+        return kwargs
 
-    # -- projections (the weights; the maths is in ka_ops) ------------------
+    # -- weights -----------------------------------------------------------
 
-    @staticmethod
-    def _dense(x, kernel, bias, out_shape=None):
-        """`x` `(B, T, ...)` flattened to `(B, T, Din)` times a 2-D kernel.
+    @classmethod
+    def from_keras(cls, layer, **kwargs):
+        """A copy of a built `keras.layers.MultiHeadAttention` (same
+        config, same weights), running this package's kernels.
 
-        Returns `(B, T, Dout)`, or `(B, T, *out_shape)` when given.
+        `**kwargs` override config entries (e.g. `attention_impl`).
         """
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        if len(x.shape) > 3:
-            x = ops.reshape(x, (batch, length, math.prod(x.shape[2:])))
-        y = ops.matmul(x, kernel)
-        if bias is not None:
-            y = y + bias
-        if out_shape is not None:
-            y = ops.reshape(y, (batch, length) + tuple(out_shape))
-        return y
+        if not layer.built:
+            raise ValueError(
+                "`layer` must be built (called once) so that its weights can "
+                f"be copied. Received: an unbuilt {layer.__class__.__name__}"
+            )
+        config = {**layer.get_config(), **kwargs}
+        ours = cls.from_config(config)
+        shapes = layer._build_shapes_dict
+        ours.build(**shapes)
+        ours.set_weights(layer.get_weights())
+        return ours
 
-    def _heads(self, value=False):
-        return (self.num_heads, self._value_dim if value else self.key_dim)
-
-    def _project_query(self, query):
-        return self._dense(query, self.query_kernel, self.query_bias, self._heads())
-
-    def _project_key_value(self, key, value):
-        k = self._dense(key, self.key_kernel, self.key_bias, self._heads())
-        v = self._dense(
-            value, self.value_kernel, self.value_bias, self._heads(value=True)
-        )
-        return k, v  # (B, S, N, H), (B, S, N, Hv)
+    def to_keras(self):
+        """A `keras.layers.MultiHeadAttention` with this layer's config and
+        weights (this layer must be built)."""
+        if not self.built:
+            raise ValueError(
+                "Build the layer (or call it once) before `to_keras`. "
+                f"Received: an unbuilt {self.__class__.__name__}"
+            )
+        config = self.get_config()
+        config.pop("attention_impl")
+        layer = keras.layers.MultiHeadAttention.from_config(config)
+        layer.build(**self._build_shapes_dict)
+        layer.set_weights(self.get_weights())
+        return layer
 
     def compute_cache(self, value, key=None):
         """Project a fixed key/value sequence once: `(B, 2, S, N, H)`.
 
         Used for cross-attention while decoding: pass the result as `cache`
-        with `cache_index=None` at every step.
+        with `cache_update_index=None` at every step.
         """
-        if self.value_dim not in (None, self.key_dim):
-            raise ValueError(
-                "A cache needs `value_dim == key_dim`. Received: "
-                f"key_dim={self.key_dim}, value_dim={self.value_dim}"
-            )
+        self._check_cache_layout()
         k, v = self._project_key_value(value if key is None else key, value)
         return ops.stack([k, v], axis=1)
 
-    # -- call --------------------------------------------------------------
-
-    def _check_width(self, name, x, expected):
-        check_rank(name, tuple(x.shape), 3)
-        if x.shape[-1] is not None and x.shape[-1] != expected:
+    def _check_cache_layout(self):
+        if self._value_dim != self._key_dim:
             raise ValueError(
-                f"The last dimension of `{name}` must be {expected} (the width "
-                f"the layer was built with). Received: {name}.shape="
-                f"{tuple(x.shape)}"
+                "A cache needs `value_dim == key_dim`. Received: "
+                f"key_dim={self._key_dim}, value_dim={self._value_dim}"
             )
+        if not self._sequence_attention:
+            raise ValueError(
+                "A cache needs inputs of rank 3 and attention over axis 1. "
+                f"Received: attention_axes={self._attention_axes}"
+            )
+
+    # -- projections (the sublayers; the maths is in ka_ops) ----------------
+
+    def _project_key_value(self, key, value):
+        return self._key_dense(key), self._value_dense(value)  # (B, S, N, H)
+
+    def _project(self, query, key, value, read_cache):
+        """`(q, k, v)`, `(B, T|S, N, H)`; `k, v` are `None` when a cache is
+        read as is."""
+        q = self._query_dense(query)
+        if read_cache:
+            return q, None, None
+        k, v = self._project_key_value(value if key is None else key, value)
+        return q, k, v
+
+    # -- call --------------------------------------------------------------
 
     def call(
         self,
@@ -296,151 +340,238 @@ class MultiHeadAttention(keras.layers.Layer):
         value_mask=None,
         key_mask=None,
         attention_mask=None,
-        use_causal_mask=False,
         return_attention_scores=False,
         training=None,
+        use_causal_mask=False,
         cache=None,
-        cache_index=None,
+        cache_update_index=None,
     ):
-        self._check_width("query", query, self._query_dim)
-        q = self._project_query(query)  # (B, T, N, H)
-        if cache is not None and cache_index is None:
-            k = v = None  # read the cache as is
-        else:
-            if value is None:
-                raise ValueError(
-                    "`value` is required unless a `cache` is read without "
-                    "`cache_index`. Received: value=None"
-                )
-            key = value if key is None else key
-            self._check_width("value", value, self._value_input_dim)
-            self._check_width("key", key, self._key_input_dim)
-            check_same("key", key.shape[1], "value", value.shape[1], "length")
-            check_same("query", query.shape[0], "value", value.shape[0], "batch size")
-            k, v = self._project_key_value(key, value)
-        return self._attend(
+        if not self._sequence_attention:
+            self._check_no_cache(cache, cache_update_index)
+            return super().call(
+                query,
+                value,
+                key,
+                attention_mask=attention_mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+                use_causal_mask=use_causal_mask,
+            )
+        self._check_inputs(query, value, key, cache, cache_update_index)
+        result = self._attention(
             query,
-            q,
-            k,
-            v,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            key_mask=key_mask,
+            value,
+            key,
+            query_mask=first_mask(query_mask, query),
+            value_mask=first_mask(value_mask, value),
+            key_mask=first_mask(key_mask, key),
             attention_mask=attention_mask,
             use_causal_mask=use_causal_mask,
             return_attention_scores=return_attention_scores,
             training=training,
             cache=cache,
-            cache_index=cache_index,
+            cache_update_index=cache_update_index,
         )
+        return result.keras_outputs(return_attention_scores)
 
-    def _attend(
+    def _check_no_cache(self, cache, cache_update_index):
+        if cache is not None or cache_update_index is not None:
+            self._check_cache_layout()
+
+    def _check_inputs(self, query, value, key, cache, cache_update_index):
+        """Each argument checked once, with its name (static shapes only)."""
+        check_rank("query", tuple(query.shape), 3)
+        check_last_dim("query", query.shape, self._input_widths["query"])
+        if cache is None or cache_update_index is not None:
+            if value is None:
+                raise ValueError(
+                    "`value` is required unless a `cache` is read without "
+                    "`cache_update_index`. Received: value=None"
+                )
+            key_or_value = value if key is None else key
+            for name, x in (("value", value), ("key", key_or_value)):
+                check_rank(name, tuple(x.shape), 3)
+                check_last_dim(name, x.shape, self._input_widths[name])
+            check_same("key", key_or_value.shape[1], "value", value.shape[1], "length")
+            check_same("query", query.shape[0], "value", value.shape[0], "batch size")
+        if cache is not None:
+            self._check_cache_layout()
+            check_cache("cache", cache, query.shape[0], self._num_heads, self._key_dim)
+            check_index(
+                "cache_update_index",
+                cache_update_index,
+                query.shape[1],
+                cache.shape[2],
+                "cache.shape[2]",
+            )
+        elif cache_update_index is not None:
+            raise ValueError(
+                "`cache_update_index` needs a `cache`. Received: cache=None, "
+                f"cache_update_index={cache_update_index}"
+            )
+
+    def _attention(
         self,
         query,
-        q,
-        k,
-        v,
-        query_mask,
-        value_mask,
-        key_mask,
-        attention_mask,
-        use_causal_mask,
-        return_attention_scores,
-        training,
-        cache,
-        cache_index,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+        cache=None,
+        cache_update_index=None,
     ):
-        """Shared by the self-attention subclass: cache, masks, attention."""
+        """Projections, cache, attention, output projection: a `LayerResult`.
+
+        Arguments as `call`, already checked (the blocks call this directly
+        after checking their own arguments).
+        """
+        read_cache = cache is not None and cache_update_index is None
+        q, k, v = self._project(query, key, value, read_cache)
         causal_offset = 0
-        valid_keys = None
+        caches = ()
         if cache is not None:
-            if self.value_dim not in (None, self.key_dim):
-                raise ValueError(
-                    "A cache needs `value_dim == key_dim`. Received: "
-                    f"key_dim={self.key_dim}, value_dim={self.value_dim}"
-                )
-            check_cache(cache, query.shape[0], self.num_heads, self.key_dim)
-            if cache_index is None:
+            if read_cache:
                 k, v = cache[:, 0], cache[:, 1]  # (B, S_max, N, H)
             else:
-                check_index(
-                    "cache_index",
-                    cache_index,
-                    q.shape[1],
-                    cache.shape[2],
-                    "cache.shape[2]",
-                )
-                cache_index = ops.cast(cache_index, "int32")
-                kv = ops.cast(ops.stack([k, v], axis=1), cache.dtype)
-                if q.shape[1] == 1:
-                    # One new token (a decoding step): the new key and value
-                    # are selected in at their position, elementwise, not
-                    # written with an update. Under XLA the select fuses into
-                    # the attention's own pass over the cache and into
-                    # `TransformerDecoder`'s stack of the layers' caches (one
-                    # elementwise pass), so no per-layer cache is copied.
-                    here = ops.arange(ops.shape(cache)[2], dtype="int32")
-                    here = ops.equal(here, cache_index)[None, None, :, None, None]
-                    cache = ops.where(here, kv, cache)  # (B, 2, S, N, H)
-                else:
-                    cache = ops.slice_update(cache, [0, 0, cache_index, 0, 0], kv)
-                k, v = cache[:, 0], cache[:, 1]
-                causal_offset = cache_index
-                if not use_causal_mask:
-                    # Positions not written yet hold no key.
-                    written = ops.shape(q)[1] + cache_index
-                    positions = ops.arange(ops.shape(k)[1], dtype="int32")
-                    valid_keys = ops.less(positions, written)[None, :]  # (1, S)
-        elif cache_index is not None:
-            raise ValueError(
-                "`cache_index` needs a `cache`. Received: cache=None, "
-                f"cache_index={cache_index}"
-            )
-        heads, weights = ka_ops.multi_head_attention(
+                new_keys = ops.shape(k)[1]
+                cache, k, v = ka_ops.update_cache(cache, k, v, cache_update_index)
+                causal_offset = cache_update_index
+                if not use_causal_mask:  # positions not written yet hold no key
+                    written = ka_ops.written_positions_mask(
+                        ops.shape(k)[1], cache_update_index, new_keys
+                    )
+                    key_mask = ka_ops.merge_masks(key_mask, written)
+            caches = (cache,)
+        heads, scores = self._attend(
             q,
             k,
             v,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            key_mask=ka_ops.merge_masks(key_mask, valid_keys),
-            attention_mask=attention_mask,
+            masks=dict(
+                query_mask=query_mask,
+                value_mask=value_mask,
+                key_mask=key_mask,
+                attention_mask=attention_mask,
+            ),
             use_causal_mask=use_causal_mask,
             causal_offset=causal_offset,
-            attention_impl=self.attention_impl,
-            return_weights=return_attention_scores,
-            dropout_rate=self.attention_dropout,
-            seed=self.seed_generator,
+            return_attention_scores=return_attention_scores,
             training=training,
         )  # (B, T, N, Hv), (B, N, T, S) or None
-        output = self._dense(
-            heads, self.output_kernel, self.output_bias
-        )  # (B, T, output_dim)
-        if training and self.dropout > 0:
-            output = keras.random.dropout(
-                output, self.dropout, seed=self.seed_generator
-            )
-        outputs = (output,)
-        if return_attention_scores:
-            outputs += (weights,)
-        if cache is not None:
-            outputs += (cache,)
-        return outputs[0] if len(outputs) == 1 else outputs
+        if self._use_gate:
+            heads = heads * self._gate_dense(query)
+        output = self._output_dense(heads)  # (B, T, *output_shape)
+        return LayerResult(output, scores, caches)
 
-    def compute_mask(self, query, previous_mask=None):
-        return previous_mask
+    def _attend(
+        self,
+        q,
+        k,
+        v,
+        masks,
+        use_causal_mask,
+        causal_offset,
+        return_attention_scores,
+        training,
+    ):
+        overridden = (
+            type(self)._compute_attention is not MultiHeadAttention._compute_attention
+        )
+        if overridden or self._flash_attention:
+            # A subclass' own `_compute_attention` (Keras' documented hook)
+            # or Keras' flash kernel: they take one merged mask.
+            mask = ka_ops.compute_attention_mask(
+                q,
+                k,
+                **masks,
+                use_causal_mask=use_causal_mask,
+                causal_offset=causal_offset,
+                sliding_window=self._sliding_window,
+                num_heads=self._num_heads,
+            )
+            return self._compute_attention(
+                q, k, v, mask, training, return_attention_scores
+            )
+        return ka_ops.multi_head_attention(
+            q,
+            k,
+            v,
+            **masks,
+            use_causal_mask=use_causal_mask,
+            causal_offset=causal_offset,
+            sliding_window=self._sliding_window,
+            attention_impl=self.attention_impl,
+            return_weights=return_attention_scores,
+            dropout_rate=self._dropout,
+            seed=self._dropout_seed(),
+            training=training,
+        )
+
+    def _dropout_seed(self):
+        return getattr(self._dropout_layer, "seed_generator", None)
+
+    def _compute_attention(
+        self,
+        query,
+        key,
+        value,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+        use_causal_mask=False,
+    ):
+        """Keras' override point, on this package's kernels.
+
+        `query` `(B, T, N, H)`, `key` `(B, S, N, H)`, `value` `(B, S, N, Hv)`,
+        one boolean `attention_mask` (`(T, S)`, `(B, T, S)` or
+        `(B, N, T, S)`); returns `(output, scores or None)`. Other ranks
+        and flash attention run Keras' implementation.
+        """
+        if len(query.shape) != 4 or self._flash_attention:
+            return super()._compute_attention(
+                query,
+                key,
+                value,
+                attention_mask,
+                training,
+                return_attention_scores,
+                use_causal_mask=use_causal_mask,
+            )
+        return ka_ops.multi_head_attention(
+            query,
+            key,
+            value,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+            attention_impl=self.attention_impl,
+            return_weights=return_attention_scores,
+            dropout_rate=self._dropout,
+            seed=self._dropout_seed(),
+            training=training,
+        )
+
+    def compute_output_spec(self, *args, **kwargs):
+        # Traced from `call`: the cache, float32 scores `(B, N, T, S)`.
+        if not self.built:
+            self._build_from_specs(*args, **kwargs)
+        return trace_output_spec(self, *args, **kwargs)
+
+    def _build_from_specs(self, query, value=None, key=None, **kwargs):
+        self.build(
+            query.shape,
+            None if value is None else value.shape,
+            None if key is None else key.shape,
+        )
 
     def get_config(self):
         return {
             **super().get_config(),
-            "num_heads": self.num_heads,
-            "key_dim": self.key_dim,
-            "value_dim": self.value_dim,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "use_bias": self.use_bias,
-            "output_dim": self.output_dim,
-            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-            "seed": self.seed,
+            # Keras' config leaves it out; it is a constructor argument.
+            "flash_attention": self._flash_attention,
             "attention_impl": self.attention_impl,
+            "dtype": self._dtype_config(),
         }

@@ -1,8 +1,16 @@
 import keras
 from keras import ops
 
+from keras_attention.keras_compat import first_mask
+from keras_attention.layers.initializers import BlockInitializer
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
-from keras_attention.layers.validation import check_rank
+from keras_attention.validation import check_rank
+
+
+def _projection_equation(rank):
+    """`"abc,cd->abd"` for rank 3: a dense map of the last axis."""
+    free = "abcdefgh"[: rank - 1]
+    return f"{free}y,yz->{free}z"
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -10,44 +18,50 @@ class MultiHeadSelfAttention(MultiHeadAttention):
     """Multi-head self-attention with one fused Q/K/V projection.
 
     The same maths as `MultiHeadAttention(query=x, value=x)`, but the three
-    projections are one kernel `(D, 3 * N * H)` = `[W^Q | W^K | W^V]`
-    (each block head-major, `(D, N * H)`) applied in one matmul, which
-    reads `x` once. Weights convert from `MultiHeadAttention` by
-    concatenating its query, key and value kernels on axis 1.
+    projections are one `EinsumDense` sublayer, `qkv`, with the kernel
+    `(D, N H + N H + N Hv)` = `[W^Q | W^K | W^V]` (each block head-major,
+    `(D, N, H)` flattened) applied in one matmul, which reads `x` once.
+    Each block is initialized as `keras.layers.MultiHeadAttention`
+    initializes its query, key and value kernels (shape `(D, N, H)`, its
+    own draw), so both layers start from the same distribution.
+    `from_multi_head_attention` converts the weights of a Keras (or this
+    package's) `MultiHeadAttention`.
 
     Masks are boolean, True = may attend. `query_mask` `(B, T)` (filled from
     a Keras mask) marks padded positions: they are hidden as keys and their
     own output is zero attention. `key_mask` `(B, S)` overrides the key
     padding (needed with a cache, where `S` is the cache length);
-    `attention_mask` `(B, T, S)` is any pattern; `use_causal_mask` lets
-    position `i` see `j <= i`.
+    `attention_mask` is any pattern (`(T, S)`, `(B, T, S)`, `(B, N, T, S)`);
+    `use_causal_mask` lets position `i` see `j <= i`.
 
     The key/value cache works as in `MultiHeadAttention`: `cache`
-    `(B, 2, S_max, N, H)` and `cache_index` (int or traced int tensor)
-    write the new tokens' keys/values at `[cache_index, cache_index + T)`.
+    `(B, 2, S_max, N, H)` and `cache_update_index` (int or traced int
+    tensor) write the new tokens' keys/values at
+    `[cache_update_index, cache_update_index + T)`.
 
     Args:
         num_heads: number of heads `N`.
-        key_dim: size `H` of each head (queries, keys and values).
-        **kwargs: the other `MultiHeadAttention` arguments (`dropout`,
-            `attention_dropout`, `use_bias`, `output_dim`,
-            `kernel_initializer`, `bias_initializer`, `seed`) and base layer
-            arguments. `value_dim`, if given, must equal `key_dim`.
+        key_dim: size `H` of each head for queries and keys.
+        **kwargs: the other `MultiHeadAttention` arguments (`value_dim`,
+            `dropout`, `use_bias`, `output_shape`, `sliding_window`,
+            `use_gate`, initializers, regularizers, constraints, `seed`,
+            `attention_impl`) and base layer arguments. `attention_axes`
+            is not one: the input is a `(B, T, D)` sequence.
 
     Call arguments:
         query: `(B, T, D)`, the sequence attending to itself.
         query_mask: `(B, T)` padding mask.
         key_mask: `(B, S)`; `query_mask` when `None` and there is no cache.
-        attention_mask: `(B, T, S)`.
-        use_causal_mask: bool.
+        attention_mask: `(T, S)`, `(B, T, S)` or `(B, N, T, S)`.
         return_attention_scores: also return float32 `(B, N, T, S)` weights.
         training: bool, whether dropout is active.
+        use_causal_mask: bool.
         cache: `None` or `(B, 2, S_max, N, H)`.
-        cache_index: `None` or the int position of the first token of
+        cache_update_index: `None` or the int position of the first token of
             `query`.
 
     Returns:
-        As `MultiHeadAttention`: `output` `(B, T, output_dim)`, then the
+        As `MultiHeadAttention`: `output` `(B, T, *output_shape)`, then the
         weights if asked, then the updated cache if one was passed.
 
     Example:
@@ -65,54 +79,119 @@ class MultiHeadSelfAttention(MultiHeadAttention):
     """
 
     def __init__(self, num_heads, key_dim, **kwargs):
-        value_dim = kwargs.pop("value_dim", None)
-        if value_dim not in (None, key_dim):
+        if kwargs.get("attention_axes") is not None:
             raise ValueError(
-                "`value_dim` must equal `key_dim` in the fused projection of "
-                f"MultiHeadSelfAttention. Received: value_dim={value_dim}, "
-                f"key_dim={key_dim}"
+                "`attention_axes` is not an argument of MultiHeadSelfAttention: it "
+                "attends over the sequence axis of a "
+                "(B, T, D) input; use MultiHeadAttention for other axes. "
+                f"Received: attention_axes={kwargs['attention_axes']!r}"
             )
         super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
 
     def build(self, query_shape):
-        check_rank("query", query_shape, 3)
-        if query_shape[-1] is None:
-            raise ValueError(
-                "The last dimension of `query` must be known. "
-                f"Received: query.shape={tuple(query_shape)}"
+        check_rank("query", tuple(query_shape), 3)
+        self._check_build_shapes(query_shape)
+        width = query_shape[-1]
+        n, h, hv = self._num_heads, self._key_dim, self._value_dim
+        self._sublayer_index = 0
+        common = self._get_common_kwargs_for_sublayer()
+        blocks = [(width, n, h), (width, n, h), (width, n, hv)]
+        common["kernel_initializer"] = BlockInitializer(
+            self._kernel_initializer, blocks
+        )
+        self._sublayer_index = len(blocks)
+        self._qkv_dense = keras.layers.EinsumDense(
+            _projection_equation(3),
+            output_shape=(None, n * (2 * h + hv)),
+            bias_axes="z" if self._use_bias else None,
+            name="qkv",
+            **common,
+        )
+        self._qkv_dense.build(query_shape)
+        if self._use_gate:
+            self._gate_dense = keras.layers.EinsumDense(
+                "abc,cde->abde",
+                output_shape=(None, n, hv),
+                bias_axes="de" if self._use_bias else None,
+                activation="sigmoid",
+                name="gate",
+                **self._get_common_kwargs_for_sublayer(),
             )
-        n, h = self.num_heads, self.key_dim
-        self._query_dim = query_shape[-1]
-        self.qkv_kernel = self._kernel("qkv_kernel", query_shape[-1], n * h, blocks=3)
-        self.qkv_bias = self._bias("qkv_bias", 3 * n * h)
-        self._build_output(query_shape)
+            self._gate_dense.build(query_shape)
+        self._build_attention(4)
+        self._output_dense = self._make_output_dense(
+            query_shape, self._get_common_kwargs_for_sublayer(), "attention_output"
+        )
+        self._output_dense.build(tuple(query_shape[:-1]) + (n, hv))
+        self._input_widths = {"query": width, "value": width, "key": width}
+        self._after_build(3)
+
+    def _build_from_specs(self, query, *args, **kwargs):
+        self.build(query.shape)
+
+    @property
+    def qkv_dense(self):
+        return self._qkv_dense
+
+    @classmethod
+    def from_multi_head_attention(cls, layer, **kwargs):
+        """A fused copy of a built (Keras or this package's)
+        `MultiHeadAttention` whose query, key and value have one width:
+        its config, its weights (Q/K/V kernels and biases concatenated)."""
+        if not layer.built:
+            raise ValueError(
+                "`layer` must be built (called once) so that its weights can "
+                f"be copied. Received: an unbuilt {layer.__class__.__name__}"
+            )
+        config = {**layer.get_config(), **kwargs}
+        config.pop("attention_axes", None)
+        ours = cls.from_config(config)
+        ours.build(layer._build_shapes_dict["query_shape"])
+        denses = (layer._query_dense, layer._key_dense, layer._value_dense)
+        width = layer._build_shapes_dict["query_shape"][-1]
+        weights = [
+            ops.concatenate(
+                [ops.reshape(d.kernel, (width, -1)) for d in denses], axis=-1
+            )
+        ]
+        if layer._use_bias:
+            weights.append(
+                ops.concatenate([ops.reshape(d.bias, (-1,)) for d in denses], axis=-1)
+            )
+        ours._qkv_dense.set_weights(weights)
+        rest = [layer._output_dense]
+        mine = [ours._output_dense]
+        if layer._use_gate:
+            rest.append(layer._gate_dense)
+            mine.append(ours._gate_dense)
+        for source, target in zip(rest, mine, strict=True):
+            target.set_weights(source.get_weights())
+        return ours
 
     def _project_qkv(self, x):
-        n, h = self._heads()
-        qkv = self._dense(x, self.qkv_kernel, self.qkv_bias)  # (B, T, 3 N H)
+        n, h, hv = self._num_heads, self._key_dim, self._value_dim
+        qkv = self._qkv_dense(x)  # (B, T, N (2H + Hv))
         # `split` (backward: one concat), not strided slices of a
         # (B, T, 3, N, H) tensor (backward: three zero-filled full-size
         # gradients added up; measurable in graph mode).
+        q, k, v = ops.split(qkv, [n * h, 2 * n * h], axis=-1)
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        return tuple(
-            ops.reshape(part, (batch, length, n, h))
-            for part in ops.split(qkv, 3, axis=-1)
-        )  # 3 x (B, T, N, H)
-
-    def _projection(self, x, i):
-        """Block `i` (0 = Q, 1 = K, 2 = V) of the fused projection alone."""
-        size = self.num_heads * self.key_dim
-        kernel = self.qkv_kernel[:, i * size : (i + 1) * size]
-        bias = None
-        if self.qkv_bias is not None:
-            bias = self.qkv_bias[i * size : (i + 1) * size]
-        return self._dense(x, kernel, bias, self._heads())
-
-    def _project_query(self, query):
-        return self._projection(query, 0)
+        return (
+            ops.reshape(q, (batch, length, n, h)),
+            ops.reshape(k, (batch, length, n, h)),
+            ops.reshape(v, (batch, length, n, hv)),
+        )  # (B, T, N, H) each
 
     def _project_key_value(self, key, value):
-        return self._projection(key, 1), self._projection(value, 2)
+        if key is not value:
+            raise ValueError(
+                "Self-attention projects its keys and values from one "
+                "sequence. Received: different `key` and `value` tensors"
+            )
+        return self._project_qkv(value)[1:]
+
+    def _project(self, query, key, value, read_cache):
+        return self._project_qkv(query)
 
     def call(
         self,
@@ -120,39 +199,37 @@ class MultiHeadSelfAttention(MultiHeadAttention):
         query_mask=None,
         key_mask=None,
         attention_mask=None,
-        use_causal_mask=False,
         return_attention_scores=False,
         training=None,
+        use_causal_mask=False,
         cache=None,
-        cache_index=None,
+        cache_update_index=None,
     ):
-        self._check_width("query", query, self._query_dim)
-        if cache is not None and cache_index is None:
+        if cache is not None and cache_update_index is None:
             raise ValueError(
                 "Self-attention writes its new keys into the cache, so "
-                "`cache_index` is required with a `cache`. Received: "
-                "cache_index=None"
+                "`cache_update_index` is required with a `cache`. Received: "
+                "cache_update_index=None"
             )
-        q, k, v = self._project_qkv(query)  # (B, T, N, H) each
+        self._check_inputs(query, query, None, cache, cache_update_index)
+        query_mask = first_mask(query_mask, query)
         if key_mask is None and cache is None:
             key_mask = query_mask
-        return self._attend(
+        result = self._attention(
             query,
-            q,
-            k,
-            v,
+            query,
             query_mask=query_mask,
-            value_mask=None,
             key_mask=key_mask,
             attention_mask=attention_mask,
             use_causal_mask=use_causal_mask,
             return_attention_scores=return_attention_scores,
             training=training,
             cache=cache,
-            cache_index=cache_index,
+            cache_update_index=cache_update_index,
         )
+        return result.keras_outputs(return_attention_scores)
 
     def get_config(self):
         config = super().get_config()
-        del config["value_dim"]
+        del config["attention_axes"]
         return config

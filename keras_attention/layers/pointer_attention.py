@@ -2,9 +2,9 @@ import keras
 
 from keras_attention import ops as ka_ops
 from keras_attention import scores
-from keras_attention.layers.validation import check_positive_int
-from keras_attention.layers.validation import check_rank
-from keras_attention.layers.validation import check_same
+from keras_attention.validation import check_positive_int
+from keras_attention.validation import check_rank
+from keras_attention.validation import check_same
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -9,7 +9,7 @@ from keras_attention.layers.sinusoidal_position_encoding import _positions
 from keras_attention.layers.sinusoidal_position_encoding import _received
 from keras_attention.layers.sinusoidal_position_encoding import _static_dim
 from keras_attention.layers.sinusoidal_position_encoding import _static_values
-from keras_attention.layers.validation import check_positive_int
+from keras_attention.validation import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -2,8 +2,8 @@ import keras
 from keras import ops
 
 from keras_attention import ops as ka_ops
-from keras_attention.layers.validation import check_positive_int
-from keras_attention.layers.validation import check_rank
+from keras_attention.validation import check_positive_int
+from keras_attention.validation import check_rank
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_attention.layers.validation import check_index
+from keras_attention.validation import check_index
 
 
 def _static_dim(dim):

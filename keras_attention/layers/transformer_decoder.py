@@ -1,31 +1,31 @@
 import keras
 from keras import ops
 
+from keras_attention.keras_compat import first_mask
+from keras_attention.layers.results import LayerResult
 from keras_attention.layers.transformer_decoder_block import TransformerDecoderBlock
-from keras_attention.layers.transformer_layer_utils import block_config
-from keras_attention.layers.transformer_layer_utils import check_attention_impl
-from keras_attention.layers.transformer_layer_utils import check_block_arguments
+from keras_attention.layers.transformer_layer_utils import TransformerStackBase
 from keras_attention.layers.transformer_layer_utils import head_size
-from keras_attention.layers.transformer_layer_utils import offset_seed
-from keras_attention.layers.validation import check_positive_int
-from keras_attention.layers.validation import get_activation
+from keras_attention.validation import check_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class TransformerDecoder(keras.layers.Layer):
+class TransformerDecoder(TransformerStackBase):
     """A stack of `num_layers` `TransformerDecoderBlock`s with one KV cache.
 
-    As `torch.nn.TransformerDecoder`: every block has the same arguments;
-    with `normalize_first=True` a final LayerNorm follows the stack. Without
-    `encoder_sequence` on the first call the blocks are decoder-only.
+    As `torch.nn.TransformerDecoder`: every block has the same arguments
+    (its own initial weights and dropout seeds); with `normalize_first=True`
+    a final LayerNorm follows the stack. Without `encoder_sequence` on the
+    first call the blocks are decoder-only.
 
     Cached decoding: `cache = decoder.init_cache(batch_size, max_length)`
     is one fixed-size tensor `(B, num_layers, 2, max_length, N, H)`; call
-    with `cache=cache, cache_index=t` and the new token(s), get the updated
-    cache back. `cross_attention_cache =
+    with `cache=cache, cache_update_index=t` and the new token(s), get the
+    updated cache back. `cross_attention_cache =
     decoder.compute_cross_attention_cache(encoder_output)`
-    `(B, num_layers, 2, S, N, H)` projects the encoder output once. The
-    cache never changes shape, so a generation loop compiles once.
+    `(B, num_layers, 2, S, N, H)` projects the encoder output once and is
+    read as is at every step. The cache never changes shape, so a
+    generation loop compiles once.
 
     Args:
         num_layers: number of blocks.
@@ -43,14 +43,15 @@ class TransformerDecoder(keras.layers.Layer):
         decoder_padding_mask: `(B, T)`; filled from the Keras mask.
         encoder_padding_mask: `(B, S)`; filled from the Keras mask.
         cache: `None` or `(B, num_layers, 2, T_max, N, H)`.
-        cache_index: int (or traced int) position of the first new token.
+        cache_update_index: int (or traced int) position of the first new
+            token.
         cross_attention_cache: `None` or `(B, num_layers, 2, S, N, H)`.
         use_causal_mask: bool, `True` by default.
+        training: bool, whether dropout is active.
         return_attention_scores: also return a dict of float32 weights of
             every block: `"self_attention"` `(B, num_layers, N, T, T_max)`
             and, with an encoder, `"cross_attention"`
             `(B, num_layers, N, T, S)`.
-        training: bool, whether dropout is active.
 
     Returns:
         `output` `(B, T, D)`, then the weights dict if asked, then the
@@ -70,55 +71,7 @@ class TransformerDecoder(keras.layers.Layer):
         - Vaswani et al., 2017: https://arxiv.org/abs/1706.03762
     """
 
-    def __init__(
-        self,
-        num_layers,
-        num_heads,
-        intermediate_dim,
-        dropout=0.1,
-        attention_dropout=None,
-        activation="relu",
-        normalize_first=False,
-        layer_norm_epsilon=1e-5,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        seed=None,
-        attention_impl="auto",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        check_attention_impl(attention_impl)
-        self.attention_impl = attention_impl
-        check_positive_int("num_layers", num_layers)
-        check_block_arguments(num_heads, intermediate_dim, dropout, attention_dropout)
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation = get_activation(activation)
-        self.normalize_first = normalize_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.seed = seed
-        self.supports_masking = True
-        config = block_config(self)
-        self.blocks = []
-        for i in range(num_layers):
-            config["seed"] = offset_seed(seed, 10 * i)
-            self.blocks.append(
-                TransformerDecoderBlock(
-                    **config, dtype=self.dtype_policy, name=f"block_{i}"
-                )
-            )
-        self.final_norm = (
-            keras.layers.LayerNormalization(
-                epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="final_norm"
-            )
-            if normalize_first
-            else None
-        )
+    block_class = TransformerDecoderBlock
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
         self.key_dim = head_size(
@@ -154,6 +107,48 @@ class TransformerDecoder(keras.layers.Layer):
                 f"num_heads, key_dim) = {expected}. Received: {name}.shape={shape}"
             )
 
+    def _check_call_arguments(
+        self,
+        decoder_sequence,
+        encoder_sequence,
+        decoder_padding_mask,
+        encoder_padding_mask,
+        cache,
+        cache_update_index,
+        cross_attention_cache,
+    ):
+        batch = decoder_sequence.shape[0]
+        if decoder_padding_mask is not None:
+            check_mask(
+                "decoder_padding_mask",
+                decoder_padding_mask,
+                tuple(decoder_sequence.shape[:2]),
+            )
+        if encoder_padding_mask is not None and encoder_sequence is not None:
+            check_mask(
+                "encoder_padding_mask",
+                encoder_padding_mask,
+                tuple(encoder_sequence.shape[:2]),
+            )
+        if cache is not None:
+            self._check_cache("cache", cache, batch)
+        elif cache_update_index is not None:
+            raise ValueError(
+                "`cache_update_index` needs a `cache`. Received: cache=None, "
+                f"cache_update_index={cache_update_index}"
+            )
+        if cross_attention_cache is not None:
+            self._check_cache("cross_attention_cache", cross_attention_cache, batch)
+        has_encoder = encoder_sequence is not None or cross_attention_cache is not None
+        for block in self.blocks:
+            if has_encoder:
+                block._require_cross_attention()
+            elif block.cross_attention is not None:
+                raise ValueError(
+                    "This decoder has cross-attention: pass `encoder_sequence` "
+                    "or `cross_attention_cache`. Received: encoder_sequence=None"
+                )
+
     def call(
         self,
         decoder_sequence,
@@ -161,84 +156,65 @@ class TransformerDecoder(keras.layers.Layer):
         decoder_padding_mask=None,
         encoder_padding_mask=None,
         cache=None,
-        cache_index=None,
+        cache_update_index=None,
         cross_attention_cache=None,
         use_causal_mask=True,
-        return_attention_scores=False,
         training=None,
+        return_attention_scores=False,
     ):
-        if decoder_padding_mask is None:
-            decoder_padding_mask = getattr(decoder_sequence, "_keras_mask", None)
-        if encoder_padding_mask is None and encoder_sequence is not None:
-            encoder_padding_mask = getattr(encoder_sequence, "_keras_mask", None)
-        if cache is not None:
-            self._check_cache("cache", cache, decoder_sequence.shape[0])
-        elif cache_index is not None:
-            raise ValueError(
-                "`cache_index` needs a `cache`. Received: cache=None, "
-                f"cache_index={cache_index}"
-            )
-        if cross_attention_cache is not None:
-            self._check_cache(
-                "cross_attention_cache",
-                cross_attention_cache,
-                decoder_sequence.shape[0],
-            )
+        decoder_padding_mask = first_mask(decoder_padding_mask, decoder_sequence)
+        encoder_padding_mask = first_mask(encoder_padding_mask, encoder_sequence)
+        self._check_call_arguments(
+            decoder_sequence,
+            encoder_sequence,
+            decoder_padding_mask,
+            encoder_padding_mask,
+            cache,
+            cache_update_index,
+            cross_attention_cache,
+        )
         x = decoder_sequence  # (B, T, D)
         weights, caches = {}, []
         for i, block in enumerate(self.blocks):
-            outputs = block(
+            result = block._forward(
                 x,
                 encoder_sequence,
                 decoder_padding_mask=decoder_padding_mask,
                 encoder_padding_mask=encoder_padding_mask,
                 self_attention_cache=None if cache is None else cache[:, i],
-                self_attention_cache_index=cache_index,
+                self_attention_cache_update_index=cache_update_index,
                 cross_attention_cache=(
                     None
                     if cross_attention_cache is None
                     else cross_attention_cache[:, i]
                 ),
                 use_causal_mask=use_causal_mask,
-                return_attention_scores=return_attention_scores,
                 training=training,
+                return_attention_scores=return_attention_scores,
             )
-            if not isinstance(outputs, tuple | list):
-                outputs = (outputs,)
-            outputs = list(outputs)
-            x = outputs.pop(0)
-            if return_attention_scores:
-                for key, w in outputs.pop(0).items():
-                    weights.setdefault(key, []).append(w)
+            x = result.output
+            for key, w in (result.scores or {}).items():
+                weights.setdefault(key, []).append(w)
             if cache is not None:
-                caches.append(outputs.pop(0))
+                caches.append(result.caches[0])  # the self-attention cache
         if self.final_norm is not None:
             x = self.final_norm(x)
-        outputs = (x,)
-        if return_attention_scores:
-            outputs += ({k: ops.stack(w, axis=1) for k, w in weights.items()},)
+        weights = {key: ops.stack(w, axis=1) for key, w in weights.items()}
+        new_caches = ()
         if cache is not None:
-            outputs += (self._updated_cache(cache, caches, cache_index),)
-        return outputs[0] if len(outputs) == 1 else outputs
+            new_caches = (self._updated_cache(cache, caches, cache_update_index),)
+        return LayerResult(x, weights, new_caches).keras_outputs(
+            return_attention_scores
+        )
 
-    def _updated_cache(self, cache, layer_caches, cache_index):
+    def _updated_cache(self, cache, layer_caches, cache_update_index):
         """The stack's updated cache: the layers' caches stacked again.
 
         With one new token, each layer's cache is the old one with the new
-        key and value selected in (`MultiHeadAttention`), so under XLA the
-        stack is one elementwise pass over the cache that also fuses those
-        selects; no per-layer cache is materialised.
+        key and value selected in (`keras_attention.ops.update_cache`), so
+        under XLA the stack is one elementwise pass over the cache that also
+        fuses those selects; no per-layer cache is materialised.
         """
-        if cache_index is None:
+        if cache_update_index is None:
             return cache  # read as is: nothing was written
         return ops.stack(layer_caches, axis=1)
-
-    def compute_mask(self, decoder_sequence, previous_mask=None):
-        return previous_mask
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            **block_config(self),
-            "num_layers": self.num_layers,
-        }

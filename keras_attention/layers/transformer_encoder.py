@@ -1,24 +1,22 @@
 import keras
 from keras import ops
 
+from keras_attention.keras_compat import first_mask
+from keras_attention.layers.results import LayerResult
 from keras_attention.layers.transformer_encoder_block import TransformerEncoderBlock
-from keras_attention.layers.transformer_layer_utils import block_config
-from keras_attention.layers.transformer_layer_utils import check_attention_impl
-from keras_attention.layers.transformer_layer_utils import check_block_arguments
-from keras_attention.layers.transformer_layer_utils import offset_seed
-from keras_attention.layers.validation import check_positive_int
-from keras_attention.layers.validation import get_activation
+from keras_attention.layers.transformer_layer_utils import TransformerStackBase
+from keras_attention.validation import check_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class TransformerEncoder(keras.layers.Layer):
+class TransformerEncoder(TransformerStackBase):
     """A stack of `num_layers` `TransformerEncoderBlock`s.
 
-    As `torch.nn.TransformerEncoder`: every block has the same arguments;
-    with `normalize_first=True` (pre-LN) a final LayerNorm follows the
-    stack, since pre-LN blocks leave their output unnormalized. Position
-    information must already be in `inputs` (see
-    `SinusoidalPositionEncoding`).
+    As `torch.nn.TransformerEncoder`: every block has the same arguments
+    (its own initial weights and dropout seeds); with `normalize_first=True`
+    (pre-LN) a final LayerNorm follows the stack, since pre-LN blocks leave
+    their output unnormalized. Position information must already be in
+    `inputs` (see `SinusoidalPositionEncoding`).
 
     Args:
         num_layers: number of blocks.
@@ -34,9 +32,11 @@ class TransformerEncoder(keras.layers.Layer):
         inputs: `(B, T, D)`.
         padding_mask: `(B, T)` boolean, True = real token; filled from the
             Keras mask of `inputs`.
+        attention_mask: `(T, T)`, `(B, T, T)` or `(B, N, T, T)`, for every
+            block.
+        training: bool, whether dropout is active.
         return_attention_scores: also return the weights of every block,
             float32 `(B, num_layers, N, T, T)`.
-        training: bool, whether dropout is active.
 
     Returns:
         `(B, T, D)`, and the attention weights when asked.
@@ -55,55 +55,7 @@ class TransformerEncoder(keras.layers.Layer):
         - Vaswani et al., 2017: https://arxiv.org/abs/1706.03762
     """
 
-    def __init__(
-        self,
-        num_layers,
-        num_heads,
-        intermediate_dim,
-        dropout=0.1,
-        attention_dropout=None,
-        activation="relu",
-        normalize_first=False,
-        layer_norm_epsilon=1e-5,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        seed=None,
-        attention_impl="auto",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        check_attention_impl(attention_impl)
-        self.attention_impl = attention_impl
-        check_positive_int("num_layers", num_layers)
-        check_block_arguments(num_heads, intermediate_dim, dropout, attention_dropout)
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation = get_activation(activation)
-        self.normalize_first = normalize_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.seed = seed
-        self.supports_masking = True
-        config = block_config(self)
-        self.blocks = []
-        for i in range(num_layers):
-            config["seed"] = offset_seed(seed, 10 * i)
-            self.blocks.append(
-                TransformerEncoderBlock(
-                    **config, dtype=self.dtype_policy, name=f"block_{i}"
-                )
-            )
-        self.final_norm = (
-            keras.layers.LayerNormalization(
-                epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="final_norm"
-            )
-            if normalize_first
-            else None
-        )
+    block_class = TransformerEncoderBlock
 
     def build(self, inputs_shape):
         for block in self.blocks:
@@ -115,35 +67,27 @@ class TransformerEncoder(keras.layers.Layer):
         self,
         inputs,
         padding_mask=None,
-        return_attention_scores=False,
+        attention_mask=None,
         training=None,
+        return_attention_scores=False,
     ):
-        if padding_mask is None:
-            padding_mask = getattr(inputs, "_keras_mask", None)
+        padding_mask = first_mask(padding_mask, inputs)
+        if padding_mask is not None:
+            check_mask("padding_mask", padding_mask, tuple(inputs.shape[:2]))
         x = inputs  # (B, T, D)
         weights = []
         for block in self.blocks:
-            x = block(
+            result = block._forward(
                 x,
                 padding_mask=padding_mask,
-                return_attention_scores=return_attention_scores,
+                attention_mask=attention_mask,
                 training=training,
+                return_attention_scores=return_attention_scores,
             )
-            if return_attention_scores:
-                x, w = x
-                weights.append(w)  # (B, N, T, T)
+            x = result.output
+            weights.append(result.scores)  # (B, N, T, T) or None
         if self.final_norm is not None:
             x = self.final_norm(x)
         if return_attention_scores:
-            return x, ops.stack(weights, axis=1)  # (B, L, N, T, T)
-        return x
-
-    def compute_mask(self, inputs, previous_mask=None):
-        return previous_mask
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            **block_config(self),
-            "num_layers": self.num_layers,
-        }
+            weights = ops.stack(weights, axis=1)  # (B, L, N, T, T)
+        return LayerResult(x, weights).keras_outputs(return_attention_scores)

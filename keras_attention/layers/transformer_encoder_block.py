@@ -1,19 +1,13 @@
 import keras
 
-from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
-from keras_attention.layers.transformer_layer_utils import FeedForward
-from keras_attention.layers.transformer_layer_utils import block_config
-from keras_attention.layers.transformer_layer_utils import check_attention_impl
-from keras_attention.layers.transformer_layer_utils import check_block_arguments
-from keras_attention.layers.transformer_layer_utils import clone_initializer
-from keras_attention.layers.transformer_layer_utils import head_size
-from keras_attention.layers.transformer_layer_utils import offset_seed
-from keras_attention.layers.validation import get_activation
-from keras_attention.ops.masks import check_mask
+from keras_attention.keras_compat import first_mask
+from keras_attention.layers.results import LayerResult
+from keras_attention.layers.transformer_layer_utils import TransformerBlockBase
+from keras_attention.validation import check_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class TransformerEncoderBlock(keras.layers.Layer):
+class TransformerEncoderBlock(TransformerBlockBase):
     """One Transformer encoder layer: self-attention and a feed-forward net.
 
     Post-LN (the paper, default): `x = LayerNorm(x + Dropout(MHA(x)))`, then
@@ -22,34 +16,44 @@ class TransformerEncoderBlock(keras.layers.Layer):
     (more stable for deep stacks; add a final LayerNorm after the stack).
     The attention is `MultiHeadSelfAttention` with `key_dim = D // num_heads`.
 
+    A drop-in for `keras_hub.layers.TransformerEncoder`: the same arguments
+    (pass them by name: the first two positional ones are in the other
+    order, `num_heads` first as in `keras.layers.MultiHeadAttention`), the
+    same defaults, call arguments, sublayer names and outputs. It differs in
+    the fused Q/K/V projection (4 attention weights instead of 8) and in
+    giving padded queries a zero attention output.
+
     Masks: `padding_mask` `(B, T)` (True = real token; filled from the
-    Keras mask of `inputs`) hides padded positions from every query;
-    `attention_mask` `(B, T, T)` is any extra pattern. The Keras mask is
-    passed on to the output.
+    Keras mask of `inputs`, on every backend and under `jit`) hides padded
+    positions from every query; `attention_mask` (`(T, T)`, `(B, T, T)` or
+    per head `(B, N, T, T)`) is any extra pattern. The Keras mask is passed
+    on to the output.
 
     Args:
         num_heads: number of attention heads; must divide the input width.
         intermediate_dim: hidden width of the feed-forward net.
-        dropout: rate of the residual dropouts.
+        dropout: rate of the residual dropouts (and of the attention
+            weights unless `attention_dropout` is given).
         attention_dropout: rate of the dropout on the attention weights;
-            `dropout` when `None`.
+            `dropout` when `None` (keras-hub uses `dropout` for both).
         activation: activation of the feed-forward net.
         normalize_first: pre-LN (`True`) or post-LN (`False`).
         layer_norm_epsilon: epsilon of the layer normalizations.
-        kernel_initializer: initializer of every kernel.
+        kernel_initializer: initializer of every kernel (each kernel draws
+            its own values, also from a seeded initializer).
         bias_initializer: initializer of every bias.
         seed: seed of the dropouts.
         attention_impl: `"auto"`, `"dense"` or `"chunked"` (exact,
-            O(L)-memory attention), passed to the attention sublayers; see
+            O(L)-memory attention), passed to the attention sublayer; see
             `MultiHeadAttention`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
         inputs: `(B, T, D)`.
         padding_mask: `(B, T)` boolean.
-        attention_mask: `(B, T, T)` boolean.
-        return_attention_scores: also return the `(B, N, T, T)` weights.
+        attention_mask: `(T, T)`, `(B, T, T)` or `(B, N, T, T)` boolean.
         training: bool, whether dropout is active.
+        return_attention_scores: also return the `(B, N, T, T)` weights.
 
     Returns:
         `(B, T, D)`, and the attention weights when asked.
@@ -68,122 +72,58 @@ class TransformerEncoderBlock(keras.layers.Layer):
         - Xiong et al., 2020 (pre-LN): https://arxiv.org/abs/2002.04745
     """
 
-    def __init__(
-        self,
-        num_heads,
-        intermediate_dim,
-        dropout=0.1,
-        attention_dropout=None,
-        activation="relu",
-        normalize_first=False,
-        layer_norm_epsilon=1e-5,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        seed=None,
-        attention_impl="auto",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        check_attention_impl(attention_impl)
-        self.attention_impl = attention_impl
-        check_block_arguments(num_heads, intermediate_dim, dropout, attention_dropout)
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation = get_activation(activation)
-        self.normalize_first = normalize_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.seed = seed
-        self.supports_masking = True
-
-    def _attention_rate(self):
-        if self.attention_dropout is None:
-            return self.dropout
-        return self.attention_dropout
+    _input_name = "inputs"
 
     def build(self, inputs_shape):
-        key_dim = head_size("inputs", inputs_shape, self.num_heads)
-        init = dict(
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            bias_initializer=clone_initializer(self.bias_initializer),
-            dtype=self.dtype_policy,
-        )
-        self.self_attention = MultiHeadSelfAttention(
-            self.num_heads,
-            key_dim,
-            attention_dropout=self._attention_rate(),
-            seed=self.seed,
-            attention_impl=self.attention_impl,
-            name="self_attention",
-            **init,
-        )
-        self.self_attention.build(inputs_shape)
-        self.feedforward = FeedForward(
-            self.intermediate_dim,
-            self.activation,
-            name="feedforward",
-            **init,
-        )
-        self.feedforward.build(inputs_shape)
-        self.attention_norm, self.feedforward_norm = (
-            keras.layers.LayerNormalization(
-                epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
-            )
-            for name in ("attention_norm", "feedforward_norm")
-        )
-        self.attention_norm.build(inputs_shape)
-        self.feedforward_norm.build(inputs_shape)
-        self.attention_dropout_layer = keras.layers.Dropout(
-            self.dropout, seed=offset_seed(self.seed, 1), dtype=self.dtype_policy
-        )
-        self.feedforward_dropout_layer = keras.layers.Dropout(
-            self.dropout, seed=offset_seed(self.seed, 2), dtype=self.dtype_policy
-        )
+        self._build_self_attention(inputs_shape)
+        self._build_feedforward(inputs_shape)
 
     def call(
         self,
         inputs,
         padding_mask=None,
         attention_mask=None,
-        return_attention_scores=False,
         training=None,
+        return_attention_scores=False,
     ):
-        if padding_mask is None:
-            padding_mask = getattr(inputs, "_keras_mask", None)
+        padding_mask = first_mask(padding_mask, inputs)
         if padding_mask is not None:
             check_mask("padding_mask", padding_mask, tuple(inputs.shape[:2]))
-        x = inputs  # (B, T, D)
-        residual = x
-        if self.normalize_first:
-            x = self.attention_norm(x)
-        x = self.self_attention(
-            x,
-            query_mask=padding_mask,
+        result = self._forward(
+            inputs,
+            padding_mask=padding_mask,
             attention_mask=attention_mask,
-            return_attention_scores=return_attention_scores,
             training=training,
+            return_attention_scores=return_attention_scores,
         )
-        if return_attention_scores:
-            x, weights = x
-        x = residual + self.attention_dropout_layer(x, training=training)
-        if not self.normalize_first:
-            x = self.attention_norm(x)
-        residual = x
-        if self.normalize_first:
-            x = self.feedforward_norm(x)
-        x = self.feedforward(x)
-        x = residual + self.feedforward_dropout_layer(x, training=training)
-        if not self.normalize_first:
-            x = self.feedforward_norm(x)
-        if return_attention_scores:
-            return x, weights
-        return x
+        return result.keras_outputs(return_attention_scores)
 
-    def compute_mask(self, inputs, previous_mask=None):
-        return previous_mask
+    def _forward(
+        self,
+        inputs,
+        padding_mask=None,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        """The block on checked arguments: a `LayerResult` (the stack calls
+        this directly)."""
+        scores = None
 
-    def get_config(self):
-        return {**super().get_config(), **block_config(self)}
+        def self_attention(x):
+            nonlocal scores
+            result = self._self_attention_layer._attention(
+                x,
+                x,
+                query_mask=padding_mask,
+                key_mask=padding_mask,
+                attention_mask=attention_mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+            )
+            scores = result.scores
+            return result.output
+
+        x = self._residual("self_attention", inputs, self_attention, training)
+        x = self._residual("feedforward", x, self._feedforward, training)
+        return LayerResult(x, scores)

@@ -1,19 +1,21 @@
-"""Pieces shared by the Transformer blocks (private)."""
+"""Scaffolding shared by the Transformer blocks and stacks (private)."""
 
 import keras
 
-from keras_attention.layers.validation import check_positive_int
-from keras_attention.layers.validation import check_rank
-from keras_attention.layers.validation import check_rate
-from keras_attention.ops import check_attention_impl  # noqa: F401
+from keras_attention.keras_compat import trace_output_spec
+from keras_attention.layers.fine_tuning import FineTuningMixin
+from keras_attention.layers.initializers import fresh_initializer
+from keras_attention.layers.multi_head_attention import MultiHeadAttention
+from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
+from keras_attention.ops import check_attention_impl
+from keras_attention.validation import check_positive_int
+from keras_attention.validation import check_rank
+from keras_attention.validation import check_rate
+from keras_attention.validation import get_activation
 
-
-def check_block_arguments(num_heads, intermediate_dim, dropout, attention_dropout):
-    check_positive_int("num_heads", num_heads)
-    check_positive_int("intermediate_dim", intermediate_dim)
-    check_rate("dropout", dropout)
-    if attention_dropout is not None:
-        check_rate("attention_dropout", attention_dropout)
+# Initializer offsets (see `fresh_initializer`) of the sublayers of a block,
+# far enough apart that the attention layers' own offsets never meet.
+_SELF_ATTENTION, _CROSS_ATTENTION, _FEEDFORWARD = 0, 10, 20
 
 
 def head_size(name, shape, num_heads):
@@ -28,69 +30,259 @@ def head_size(name, shape, num_heads):
     return width // num_heads
 
 
-def clone_initializer(initializer):
-    initializer = keras.initializers.get(initializer)
-    return initializer.__class__.from_config(initializer.get_config())
-
-
-class FeedForward(keras.layers.Layer):
-    """`FFN(x) = max(0, x W1 + b1) W2 + b2` (any activation): private."""
-
-    def __init__(
-        self,
-        intermediate_dim,
-        activation,
-        kernel_initializer,
-        bias_initializer,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.intermediate_dim = intermediate_dim
-        self.activation = keras.activations.get(activation)
-        self.kernel_initializer = kernel_initializer
-        self.bias_initializer = bias_initializer
-
-    def build(self, inputs_shape):
-        common = dict(
-            bias_initializer=clone_initializer(self.bias_initializer),
-            dtype=self.dtype_policy,
-        )
-        self.intermediate = keras.layers.Dense(
-            self.intermediate_dim,
-            activation=self.activation,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            name="intermediate",
-            **common,
-        )
-        self.intermediate.build(inputs_shape)
-        self.output_dense = keras.layers.Dense(
-            inputs_shape[-1],
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            name="output",
-            **common,
-        )
-        self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_dim,))
-
-    def call(self, inputs):
-        return self.output_dense(self.intermediate(inputs))
-
-
-def block_config(layer):
-    return {
-        "num_heads": layer.num_heads,
-        "intermediate_dim": layer.intermediate_dim,
-        "dropout": layer.dropout,
-        "attention_dropout": layer.attention_dropout,
-        "activation": keras.activations.serialize(layer.activation),
-        "normalize_first": layer.normalize_first,
-        "layer_norm_epsilon": layer.layer_norm_epsilon,
-        "kernel_initializer": keras.initializers.serialize(layer.kernel_initializer),
-        "bias_initializer": keras.initializers.serialize(layer.bias_initializer),
-        "seed": layer.seed,
-        "attention_impl": layer.attention_impl,
-    }
-
-
 def offset_seed(seed, offset):
     """Distinct but reproducible seeds for the sublayers of one block."""
     return None if seed is None else seed + offset
+
+
+class TransformerBlockBase(FineTuningMixin, keras.layers.Layer):
+    """What the encoder and decoder blocks share (private base class).
+
+    The constructor arguments and their config, the sublayers of the
+    self-attention and feed-forward sublayers under keras-hub's names
+    (`_self_attention_layer`, `_self_attention_layer_norm`,
+    `_self_attention_dropout`, `_feedforward_intermediate_dense`,
+    `_feedforward_output_dense`, `_feedforward_layer_norm`,
+    `_feedforward_dropout`; the decoder adds `_cross_attention_*`), and the
+    residual connection. The blocks differ only in cross-attention.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        intermediate_dim,
+        dropout=0.0,
+        attention_dropout=None,
+        activation="relu",
+        normalize_first=False,
+        layer_norm_epsilon=1e-5,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        seed=None,
+        attention_impl="auto",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("intermediate_dim", intermediate_dim)
+        check_rate("dropout", dropout)
+        if attention_dropout is not None:
+            check_rate("attention_dropout", attention_dropout)
+        check_attention_impl(attention_impl)
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation = get_activation(activation)
+        self.normalize_first = normalize_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = _get_initializer(
+            "kernel_initializer", kernel_initializer
+        )
+        self.bias_initializer = _get_initializer("bias_initializer", bias_initializer)
+        self.seed = seed
+        self.attention_impl = attention_impl
+        self.supports_masking = True
+
+    # -- building blocks ------------------------------------------------------
+
+    def _sublayer_kwargs(self, offset):
+        return dict(
+            kernel_initializer=fresh_initializer(self.kernel_initializer, offset),
+            bias_initializer=fresh_initializer(self.bias_initializer, offset),
+            dtype=self.dtype_policy,
+        )
+
+    def _attention_kwargs(self, offset):
+        rate = (
+            self.dropout if self.attention_dropout is None else self.attention_dropout
+        )
+        return dict(
+            dropout=rate,
+            seed=offset_seed(self.seed, offset),
+            attention_impl=self.attention_impl,
+            **self._sublayer_kwargs(offset),
+        )
+
+    def _build_residual(self, prefix, shape, offset):
+        """`_{prefix}_layer_norm` and `_{prefix}_dropout` (keras-hub names)."""
+        norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon,
+            dtype=self.dtype_policy,
+            name=f"{prefix}_layer_norm",
+        )
+        norm.build(shape)
+        dropout = keras.layers.Dropout(
+            self.dropout,
+            seed=offset_seed(self.seed, offset + 1),
+            dtype=self.dtype_policy,
+            name=f"{prefix}_dropout",
+        )
+        setattr(self, f"_{prefix}_layer_norm", norm)
+        setattr(self, f"_{prefix}_dropout", dropout)
+
+    def _build_self_attention(self, shape):
+        self.key_dim = head_size(self._input_name, shape, self.num_heads)
+        self._self_attention_layer = MultiHeadSelfAttention(
+            self.num_heads,
+            self.key_dim,
+            name="self_attention",
+            **self._attention_kwargs(_SELF_ATTENTION),
+        )
+        self._self_attention_layer.build(shape)
+        self._build_residual("self_attention", shape, _SELF_ATTENTION)
+
+    def _build_cross_attention(self, shape, encoder_shape):
+        self._cross_attention_layer = MultiHeadAttention(
+            self.num_heads,
+            self.key_dim,
+            name="cross_attention",
+            **self._attention_kwargs(_CROSS_ATTENTION),
+        )
+        self._cross_attention_layer.build(shape, encoder_shape)
+        self._build_residual("cross_attention", shape, _CROSS_ATTENTION)
+
+    def _build_feedforward(self, shape):
+        """`FFN(x) = activation(x W1 + b1) W2 + b2`."""
+        self._feedforward_intermediate_dense = keras.layers.Dense(
+            self.intermediate_dim,
+            activation=self.activation,
+            name="feedforward_intermediate_dense",
+            **self._sublayer_kwargs(_FEEDFORWARD),
+        )
+        self._feedforward_intermediate_dense.build(shape)
+        self._feedforward_output_dense = keras.layers.Dense(
+            shape[-1],
+            name="feedforward_output_dense",
+            **self._sublayer_kwargs(_FEEDFORWARD + 1),
+        )
+        self._feedforward_output_dense.build(
+            tuple(shape[:-1]) + (self.intermediate_dim,)
+        )
+        self._build_residual("feedforward", shape, _FEEDFORWARD)
+
+    # -- the computation ----------------------------------------------------
+
+    def _residual(self, prefix, x, sublayer, training):
+        """`LN(x + Drop(f(x)))` (post-LN) or `x + Drop(f(LN(x)))` (pre-LN)."""
+        norm = getattr(self, f"_{prefix}_layer_norm")
+        dropout = getattr(self, f"_{prefix}_dropout")
+        y = sublayer(norm(x) if self.normalize_first else x)
+        x = x + dropout(y, training=training)
+        return x if self.normalize_first else norm(x)
+
+    def _feedforward(self, x):
+        return self._feedforward_output_dense(self._feedforward_intermediate_dense(x))
+
+    # -- public conveniences ------------------------------------------------
+
+    @property
+    def self_attention(self):
+        """The `MultiHeadSelfAttention` sublayer."""
+        return self._self_attention_layer
+
+    def compute_mask(self, inputs, previous_mask=None):
+        return previous_mask
+
+    def compute_output_shape(self, inputs_shape, *args, **kwargs):
+        return inputs_shape
+
+    def compute_output_spec(self, *args, **kwargs):
+        # Traced from `call`: the weights and caches when asked for.
+        return trace_output_spec(self, *args, **kwargs)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "intermediate_dim": self.intermediate_dim,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "activation": keras.activations.serialize(self.activation),
+            "normalize_first": self.normalize_first,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            "seed": self.seed,
+            "attention_impl": self.attention_impl,
+            "dtype": self._dtype_config(),
+        }
+
+
+def _get_initializer(name, value):
+    try:
+        return keras.initializers.get(value)
+    except (ValueError, TypeError) as error:
+        raise ValueError(
+            f"`{name}` must be a Keras initializer, its name or its config. "
+            f"Received: {name}={value!r}"
+        ) from error
+
+
+class TransformerStackBase(FineTuningMixin, keras.layers.Layer):
+    """What the encoder and decoder stacks share (private base class):
+    `num_layers` blocks of `block_class` with the same arguments, each with
+    initializers and dropout seeds of its own, and a final LayerNorm after
+    a pre-LN stack (pre-LN blocks leave their output unnormalized)."""
+
+    block_class = None
+
+    def __init__(self, num_layers, num_heads, intermediate_dim, **kwargs):
+        base = {k: kwargs.pop(k) for k in _BASE_LAYER_ARGS if k in kwargs}
+        super().__init__(**base)
+        check_positive_int("num_layers", num_layers)
+        self.num_layers = num_layers
+        # One block made first validates the arguments and holds the config.
+        template = self.block_class(num_heads, intermediate_dim, **kwargs)
+        self._block_kwargs = template.get_config()
+        for key in ("name", "trainable", "dtype"):
+            self._block_kwargs.pop(key, None)
+        for key, value in self._block_kwargs.items():
+            setattr(self, key, value)
+        self.activation = template.activation
+        self.kernel_initializer = template.kernel_initializer
+        self.bias_initializer = template.bias_initializer
+        self.supports_masking = True
+        self.blocks = [self._make_block(i) for i in range(num_layers)]
+        self.final_norm = None
+        if self.normalize_first:
+            self.final_norm = keras.layers.LayerNormalization(
+                epsilon=self.layer_norm_epsilon,
+                dtype=self.dtype_policy,
+                name="final_norm",
+            )
+
+    def _make_block(self, i):
+        kwargs = dict(self._block_kwargs)
+        # Offsets far from the blocks' own (see `fresh_initializer`), so
+        # that blocks of a stack made from a seeded initializer differ.
+        kwargs["kernel_initializer"] = fresh_initializer(
+            self.kernel_initializer, 1000 * (i + 1)
+        )
+        kwargs["bias_initializer"] = fresh_initializer(
+            self.bias_initializer, 1000 * (i + 1)
+        )
+        kwargs["seed"] = offset_seed(self.seed, 100 * i)
+        return self.block_class(**kwargs, dtype=self.dtype_policy, name=f"block_{i}")
+
+    def compute_mask(self, inputs, previous_mask=None):
+        return previous_mask
+
+    def compute_output_shape(self, inputs_shape, *args, **kwargs):
+        return inputs_shape
+
+    def compute_output_spec(self, *args, **kwargs):
+        return trace_output_spec(self, *args, **kwargs)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            **self._block_kwargs,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            "num_layers": self.num_layers,
+            "dtype": self._dtype_config(),
+        }
+
+
+_BASE_LAYER_ARGS = ("name", "dtype", "trainable", "autocast")

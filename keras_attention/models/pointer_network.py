@@ -6,13 +6,12 @@ from keras import ops
 from keras_attention import ops as ka_ops
 from keras_attention import scores
 from keras_attention.layers.pointer_attention import PointerAttention
-from keras_attention.layers.validation import check_positive_int
-from keras_attention.layers.validation import check_rank
+from keras_attention.validation import check_positive_int
+from keras_attention.validation import check_rank
 
 _CELLS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
 # Initial score of the beams that do not exist yet at step 0: far below any
 # real score, far above the -1e30 of masked positions.
-_DEAD_BEAM = -1e9
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -286,7 +285,7 @@ class PointerNetwork(keras.Model):
         )  # (BK, U)
         chosen = zeros[:, None] + ops.zeros((length,))  # (BK, Ti)
         pointers = ops.cast(chosen, "int32")  # (BK, Ti)
-        initial = [0.0] + [_DEAD_BEAM] * (k - 1)
+        initial = [0.0] + [ka_ops.MASK_VALUE] * (k - 1)
         beam_scores = ops.reshape(zeros, (-1, k)) + ops.convert_to_tensor(
             initial, "float32"
         )  # (B, K)

@@ -10,9 +10,10 @@ from keras_attention.layers.sinusoidal_position_encoding import (
 )
 from keras_attention.layers.transformer_decoder import TransformerDecoder
 from keras_attention.layers.transformer_encoder import TransformerEncoder
-from keras_attention.layers.validation import check_positive_int
-from keras_attention.layers.validation import get_activation
 from keras_attention.ops import check_attention_impl
+from keras_attention.ops.softmax import MASK_VALUE
+from keras_attention.validation import check_positive_int
+from keras_attention.validation import get_activation
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
 
@@ -287,7 +288,7 @@ class Transformer(keras.Model):
                 x,
                 encoder_padding_mask=encoder_mask,
                 cache=cache,
-                cache_index=index,
+                cache_update_index=index,
                 cross_attention_cache=cross_cache,
                 return_attention_scores=return_attention_scores,
             )
@@ -298,7 +299,7 @@ class Transformer(keras.Model):
             logits = self.logits(x)[:, 0]  # (B, V)
             # Padding is never an output: generated tokens stay unmasked.
             is_pad = ops.equal(ops.arange(ops.shape(logits)[-1]), self.padding_id)
-            logits = ops.where(is_pad, -1e9, logits)
+            logits = ops.where(is_pad, MASK_VALUE, logits)
             aux = None
             if return_attention_scores:
                 aux = weights["cross_attention"][:, :, :, 0]  # (B, L, N, S)

@@ -9,6 +9,11 @@ from keras_attention.ops.attention import choose_attention_impl
 from keras_attention.ops.attention import dot_product_attention
 from keras_attention.ops.attention import multi_head_attention
 from keras_attention.ops.attention import weighted_sum
+from keras_attention.ops.cache import update_cache
+from keras_attention.ops.cache import written_positions_mask
+from keras_attention.ops.chunked_attention import chunked_attention
+from keras_attention.ops.chunked_attention import dropout_keep_mask
+from keras_attention.ops.loops import recurrence
 from keras_attention.ops.masks import band_mask
 from keras_attention.ops.masks import causal_mask
 from keras_attention.ops.masks import check_mask
@@ -17,6 +22,8 @@ from keras_attention.ops.masks import compute_attention_mask
 from keras_attention.ops.masks import merge_masks
 from keras_attention.ops.masks import padding_mask
 from keras_attention.ops.masks import pointer_step_mask
+from keras_attention.ops.masks import sliding_window_mask
+from keras_attention.ops.softmax import MASK_VALUE
 from keras_attention.ops.softmax import hardmax
 from keras_attention.ops.softmax import masked_log_softmax
 from keras_attention.ops.softmax import masked_softmax
@@ -24,31 +31,29 @@ from keras_attention.ops.softmax import masked_softmax
 __all__ = [
     "ATTENTION_IMPLS",
     "CHUNKED_MIN_SIZE",
-    "check_attention_impl",
-    "check_mask",
-    "choose_attention_impl",
-    "multi_head_attention",
+    "MASK_VALUE",
     "attention",
     "attention_weights",
     "band_mask",
     "causal_mask",
+    "check_attention_impl",
+    "check_mask",
+    "choose_attention_impl",
     "chosen_positions_mask",
+    "chunked_attention",
     "compute_attention_mask",
     "dot_product_attention",
+    "dropout_keep_mask",
     "hardmax",
     "masked_log_softmax",
     "masked_softmax",
     "merge_masks",
+    "multi_head_attention",
     "padding_mask",
     "pointer_step_mask",
+    "recurrence",
+    "sliding_window_mask",
+    "update_cache",
     "weighted_sum",
+    "written_positions_mask",
 ]
-
-from keras_attention.ops.loops import recurrence  # noqa: E402
-
-__all__ += ["recurrence"]
-
-from keras_attention.ops.chunked_attention import chunked_attention  # noqa: E402
-from keras_attention.ops.chunked_attention import dropout_keep_mask  # noqa: E402
-
-__all__ += ["chunked_attention", "dropout_keep_mask"]

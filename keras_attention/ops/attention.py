@@ -10,6 +10,7 @@ from keras_attention.ops.masks import compute_attention_mask
 from keras_attention.ops.masks import merge_masks
 from keras_attention.ops.softmax import PROBABILITIES
 from keras_attention.ops.softmax import masked_softmax
+from keras_attention.validation import check_choice
 
 
 def attention_weights(
@@ -35,11 +36,7 @@ def attention_weights(
     Returns:
         float32 weights of the same shape as `scores`.
     """
-    if probability not in PROBABILITIES:
-        raise ValueError(
-            "`probability` must be one of "
-            f"{sorted(PROBABILITIES)}. Received: probability={probability!r}"
-        )
+    check_choice("probability", probability, sorted(PROBABILITIES))
     weights = PROBABILITIES[probability](scores, mask)
     if training and dropout_rate > 0:
         weights = keras.random.dropout(weights, dropout_rate, seed=seed)
@@ -112,8 +109,10 @@ def dot_product_attention(
     dtype of `value`.
 
     Returns:
-        `(output, weights)`: `(B, T, N, Hv)` and float32 `(B, N, T, S)`
-        (or `None`, see `return_weights`).
+        `(output, weights)`: `(B, T, N, Hv)` and the float32 softmax
+        weights `(B, N, T, S)` before dropout, as
+        `keras.layers.MultiHeadAttention` returns them (or `None`, see
+        `return_weights`).
     """
     if mask is not None and len(mask.shape) not in (2, 4):
         # A (B, T, S) mask would broadcast as (1, B, T, S): batch against heads.
@@ -139,10 +138,9 @@ def dot_product_attention(
         # copy both into the batched-matmul layout.
         logits = ops.sum(query * key, axis=-1)  # (B, S, N)
         logits = ops.transpose(logits, (0, 2, 1))[:, :, None, :]  # (B, N, 1, S)
-        weights = attention_weights(
-            logits, mask, "softmax", dropout_rate, seed, training
-        )
-        per_key = ops.transpose(weights[:, :, 0, :], (0, 2, 1))[..., None]
+        weights = masked_softmax(logits, mask)
+        used = _dropout(weights, dropout_rate, seed, training)
+        per_key = ops.transpose(used[:, :, 0, :], (0, 2, 1))[..., None]
         output = ops.sum(
             ops.cast(per_key, value.dtype) * value, axis=1, keepdims=True
         )  # (B, 1, N, Hv)
@@ -150,9 +148,16 @@ def dot_product_attention(
     if not return_weights and not (training and dropout_rate > 0):
         return _softmax_attention(query, key, value, mask), None
     logits = ops.einsum("btnh,bsnh->bnts", query, key)  # (B, N, T, S)
-    weights = attention_weights(logits, mask, "softmax", dropout_rate, seed, training)
-    output = ops.einsum("bnts,bsnh->btnh", ops.cast(weights, value.dtype), value)
+    weights = masked_softmax(logits, mask)
+    used = _dropout(weights, dropout_rate, seed, training)
+    output = ops.einsum("bnts,bsnh->btnh", ops.cast(used, value.dtype), value)
     return output, weights
+
+
+def _dropout(weights, rate, seed, training):
+    if training and rate > 0:
+        return keras.random.dropout(weights, rate, seed=seed)
+    return weights
 
 
 def _is_float16(dtype):
@@ -215,11 +220,7 @@ CHUNKED_MIN_SIZE = 2048 * 2048
 
 def check_attention_impl(attention_impl):
     """ValueError unless `attention_impl` is one of `ATTENTION_IMPLS`."""
-    if attention_impl not in ATTENTION_IMPLS:
-        raise ValueError(
-            f"`attention_impl` must be one of {list(ATTENTION_IMPLS)}. "
-            f"Received: attention_impl={attention_impl!r}"
-        )
+    check_choice("attention_impl", attention_impl, ATTENTION_IMPLS)
 
 
 def choose_attention_impl(
@@ -273,6 +274,7 @@ def multi_head_attention(
     attention_mask=None,
     use_causal_mask=False,
     causal_offset=0,
+    sliding_window=None,
     attention_impl="auto",
     return_weights=False,
     dropout_rate=0.0,
@@ -292,9 +294,12 @@ def multi_head_attention(
         query_mask: `(B, T)`; padded queries attend to nothing (output 0).
         value_mask, key_mask: `(B, S)` (or `(1, S)`); padded keys get zero
             weight.
-        attention_mask: `(B, T, S)`, any pattern (dense path only).
+        attention_mask: any pattern, `(T, S)`, `(B, T, S)` or per head
+            `(B, N, T, S)`; dimensions of size 1 broadcast.
         use_causal_mask: query `i` sees keys `j <= causal_offset + i`.
         causal_offset: absolute position of the first query.
+        sliding_window: `None` or an int `w`: query `i` sees keys
+            `|j - (causal_offset + i)| < w`.
         attention_impl: `"auto"`, `"dense"` or `"chunked"`.
         return_weights: also return the weights (dense path only).
         dropout_rate, seed, training: attention dropout. The dense path
@@ -317,16 +322,16 @@ def multi_head_attention(
         value_mask=value_mask,
         key_mask=key_mask,
         attention_mask=attention_mask,
+        num_heads=query.shape[2],
+    )
+    positional = dict(
+        use_causal_mask=use_causal_mask,
+        causal_offset=causal_offset,
+        sliding_window=sliding_window,
     )
     if impl == "dense":
-        mask = compute_attention_mask(
-            query,
-            key,
-            **masks,
-            use_causal_mask=use_causal_mask,
-            causal_offset=causal_offset,
-        )
-        if mask is not None:
+        mask = compute_attention_mask(query, key, **masks, **positional)
+        if mask is not None and len(mask.shape) == 3:
             mask = mask[:, None]  # (B, 1, T, S): the same for every head
         return dot_product_attention(
             query,
@@ -341,12 +346,26 @@ def multi_head_attention(
     # Validate the masks' shapes as the dense path does; the (B, T, S) mask
     # itself is never built.
     compute_attention_mask(query, key, **masks)
+    output = _chunked(
+        query, key, value, masks, positional, dropout_rate, seed, training
+    )
+    if query_mask is not None:
+        output = output * ops.cast(query_mask, output.dtype)[:, :, None, None]
+    return output, None
+
+
+def _chunked(query, key, value, masks, positional, dropout_rate, seed, training):
+    """`chunked_attention` with the key padding merged into one `(B, S)` mask
+    and a fresh dropout seed drawn from the caller's generator."""
     batch, s_len = ops.shape(key)[0], ops.shape(key)[1]
-    key_mask = merge_masks(value_mask, key_mask)
+    key_mask = merge_masks(masks["value_mask"], masks["key_mask"])
     if key_mask is not None:
         key_mask = ops.logical_and(
             ops.cast(key_mask, "bool"), ops.ones((batch, s_len), dtype="bool")
         )  # (B, S)
+    attention_mask = masks["attention_mask"]
+    if attention_mask is not None and len(attention_mask.shape) == 2:
+        attention_mask = attention_mask[None]  # (1, T, S)
     rate = dropout_rate if training else 0.0
     dropout_seed = None
     if rate > 0:
@@ -355,17 +374,15 @@ def multi_head_attention(
         dropout_seed = keras.random.randint(
             (2,), 0, 2**31 - 1, dtype="int32", seed=seed
         )
-    output = chunked_attention(
+    return chunked_attention(
         query,
         key,
         value,
         key_mask=key_mask,
-        causal=use_causal_mask,
-        causal_offset=causal_offset,
+        causal=positional["use_causal_mask"],
+        causal_offset=positional["causal_offset"],
+        sliding_window=positional["sliding_window"],
         attention_mask=attention_mask,
         dropout_rate=rate,
         dropout_seed=dropout_seed,
     )  # (B, T, N, Hv)
-    if query_mask is not None:
-        output = output * ops.cast(query_mask, output.dtype)[:, :, None, None]
-    return output, None

@@ -29,8 +29,7 @@ from keras import ops
 
 from keras_attention.ops.loops import sequential_fori_loop
 from keras_attention.ops.loops import sequential_map
-
-_NEG = -1e30
+from keras_attention.ops.softmax import MASK_VALUE
 
 # The `lowbias32` integer finaliser (C. Wellons, "Prospecting for hash
 # functions", 2018): full avalanche, two multiplications.
@@ -111,6 +110,23 @@ def _unchunk(x, length):
     return x[:, :length]
 
 
+def _chunk_mask(mask, batch, t_len, s_len, cq, ck):
+    """`(B', [N',] T, S)` -> `(nq, nk, B', N', cq, ck)`, padding False.
+
+    One copy of the caller's mask, in the order the blocks are visited.
+    """
+    mask = ops.cast(mask, "bool")
+    if len(mask.shape) == 3:
+        mask = mask[:, None]  # the same for every head
+    lead = (mask.shape[0] or batch, mask.shape[1] or 1)
+    mask = ops.broadcast_to(mask, lead + (t_len, s_len))
+    n_q = (t_len + cq - 1) // cq
+    n_k = (s_len + ck - 1) // ck
+    pad = [[0, 0], [0, 0], [0, n_q * cq - t_len], [0, n_k * ck - s_len]]
+    mask = ops.reshape(ops.pad(mask, pad), lead + (n_q, cq, n_k, ck))
+    return ops.transpose(mask, (2, 4, 0, 1, 3, 5))
+
+
 def chunked_attention(
     query,
     key,
@@ -119,6 +135,7 @@ def chunked_attention(
     causal=False,
     causal_offset=0,
     attention_mask=None,
+    sliding_window=None,
     scale=None,
     dropout_rate=0.0,
     dropout_seed=None,
@@ -134,8 +151,11 @@ def chunked_attention(
         key_mask: boolean `(B, S)`, True = may attend (padding mask).
         causal: query `i` sees keys `j <= causal_offset + i`.
         causal_offset: absolute position of the first query.
-        attention_mask: boolean `(B, T, S)` (or `(1, T, S)`), True = may
-            attend; any pattern.
+        attention_mask: boolean `(B, T, S)` or per head `(B, N, T, S)`
+            (any dimension but T and S may be 1), True = may attend; any
+            pattern.
+        sliding_window: `None` or an int `w`: query `i` sees keys
+            `|j - (causal_offset + i)| < w`.
         scale: multiplier of the logits, `1 / sqrt(H)` when `None`.
         dropout_rate: attention dropout on the normalised weights (kept
             weights are scaled by `1 / (1 - rate)`); 0 disables it. Callers
@@ -179,13 +199,7 @@ def chunked_attention(
     valid = ops.transpose(ops.reshape(valid, (batch, n_k, ck)), (1, 0, 2))
     explicit = None
     if attention_mask is not None:
-        # (B', T, S) -> (nq, nk, B', cq, ck), padding False: one copy of
-        # the caller's mask, in the order the blocks are visited.
-        am = ops.cast(attention_mask, "bool")
-        am = ops.broadcast_to(am, (am.shape[0] or batch, t_len, s_len))
-        am = ops.pad(am, [[0, 0], [0, n_q * cq - t_len], [0, n_k * ck - s_len]])
-        am = ops.reshape(am, (am.shape[0] or batch, n_q, cq, n_k, ck))
-        explicit = ops.transpose(am, (1, 3, 0, 2, 4))
+        explicit = _chunk_mask(attention_mask, batch, t_len, s_len, cq, ck)
     keep_scale = 1.0 / (1.0 - dropout_rate)
 
     def positions(i, j):
@@ -196,13 +210,17 @@ def chunked_attention(
     def block_mask(i, j):
         """`(B, 1, cq, ck)` boolean mask of query chunk i against key chunk j."""
         mask = ops.take(valid, j, axis=0)[:, None, None, :]
-        if causal:
+        if causal or sliding_window is not None:
             q_pos, k_pos = positions(i, j)
-            visible = (offset + q_pos)[:, None] >= k_pos[None, :]
-            mask = ops.logical_and(mask, visible[None, None])
+            distance = (offset + q_pos)[:, None] - k_pos[None, :]  # (cq, ck)
+        if causal:
+            mask = ops.logical_and(mask, (distance >= 0)[None, None])
+        if sliding_window is not None:
+            band = ops.abs(distance) < sliding_window
+            mask = ops.logical_and(mask, band[None, None])
         if explicit is not None:
             block = ops.take(ops.take(explicit, i, axis=0), j, axis=0)
-            mask = ops.logical_and(mask, block[:, None])
+            mask = ops.logical_and(mask, block)  # (B', N', cq, ck)
         return mask
 
     def dropout_factor(i, j, heads):
@@ -228,12 +246,14 @@ def chunked_attention(
         k_j = ops.take(kb, j, axis=0)
         logits = ops.einsum("bnqh,bnkh->bnqk", q_i, k_j)  # (B, N, cq, ck)
         mask = block_mask(i, j)
-        return ops.where(mask, logits, _NEG), mask
+        return ops.where(mask, logits, MASK_VALUE), mask
 
     def forward(qb, kb, vb):
         def one_query_chunk(args):
             i, q_i = args
-            m0 = ops.full((batch, q_i.shape[1], cq), _NEG, "float32")  # (B, N, cq)
+            m0 = ops.full(
+                (batch, q_i.shape[1], cq), MASK_VALUE, "float32"
+            )  # (B, N, cq)
             l0 = ops.zeros_like(m0)
             acc0 = ops.zeros((batch, q_i.shape[1], cq, vb.shape[-1]), "float32")
 

@@ -1,8 +1,9 @@
 """Boolean attention masks. Convention everywhere: True = may attend."""
 
-import keras
-import numpy as np
 from keras import ops
+
+from keras_attention.validation import check_attention_mask
+from keras_attention.validation import check_mask
 
 
 def padding_mask(lengths, max_length):
@@ -54,42 +55,16 @@ def merge_masks(*masks):
     return result
 
 
-def _static_shape(x):
-    return tuple(getattr(x, "shape", ()))
+def sliding_window_mask(query_length, key_length, window, offset=0):
+    """Band `(T, S)`: query `i` sees keys `|j - (offset + i)| < window`.
 
-
-def check_mask(name, mask, expected=None):
-    """Check a mask's dtype and static shape (no data is read: free in a loop).
-
-    Raises a TypeError unless the mask is boolean or integer (0/1): a float
-    mask is refused because it is ambiguous, an additive mask (0 = attend,
-    -inf = hide) would silently mean the opposite once cast to bool. Raises
-    a ValueError unless its static shape has the rank of `expected` and
-    broadcasts to it (`None` entries of either are not checked).
+    `keras.layers.MultiHeadAttention`'s `sliding_window` (a symmetric band
+    of width `2 * window - 1`); with a causal mask it is the causal sliding
+    window of Mistral or Longformer's local attention.
     """
-    dtype = getattr(mask, "dtype", None)
-    dtype = np.asarray(mask).dtype if dtype is None else dtype
-    dtype = keras.backend.standardize_dtype(dtype)
-    if dtype != "bool" and "int" not in dtype:
-        raise TypeError(
-            f"`{name}` must be boolean (True = may attend) or integer 0/1; a "
-            "float mask is ambiguous (additive masks use 0 for 'attend'). "
-            f"Received: {name}.dtype={dtype}"
-        )
-    if expected is None:
-        return
-    shape = _static_shape(mask)
-    if len(shape) != len(expected):
-        raise ValueError(
-            f"`{name}` must have rank {len(expected)} (shape {expected}). "
-            f"Received: {name}.shape={shape}"
-        )
-    for got, want in zip(shape, expected, strict=True):
-        if got is not None and want is not None and got not in (1, want):
-            raise ValueError(
-                f"`{name}` must have shape {expected} (or broadcast to it). "
-                f"Received: {name}.shape={shape}"
-            )
+    rows = ops.arange(query_length, dtype="int32")[:, None] + ops.cast(offset, "int32")
+    cols = ops.arange(key_length, dtype="int32")[None, :]
+    return ops.less(ops.abs(rows - cols), window)
 
 
 def compute_attention_mask(
@@ -101,8 +76,10 @@ def compute_attention_mask(
     attention_mask=None,
     use_causal_mask=False,
     causal_offset=0,
+    sliding_window=None,
+    num_heads=None,
 ):
-    """Combine every mask source into one boolean mask `(B, T, S)`, or `None`.
+    """Combine every mask source into one boolean mask, or `None`.
 
     Args:
         query: tensor `(B, T, ...)`.
@@ -111,13 +88,22 @@ def compute_attention_mask(
             output is zero).
         value_mask, key_mask: `(B, S)`; padded keys receive zero weight
             from every query.
-        attention_mask: `(B, T, S)`, any pattern.
+        attention_mask: any pattern, `(T, S)`, `(B, T, S)` or, with
+            `num_heads` given, per head `(B, N, T, S)`; dimensions of size
+            1 broadcast.
         use_causal_mask: add the causal mask (query `i` sees `j <= i`).
         causal_offset: absolute position of the first query (for cached
-            decoding).
+            decoding); it offsets the sliding window too.
+        sliding_window: `None` or an int `w`: query `i` sees keys
+            `|j - i| < w` (see `sliding_window_mask`).
+        num_heads: allows a per-head `attention_mask`.
+
+    Returns:
+        A mask broadcastable to `(B, T, S)`, or to `(B, N, T, S)` when
+        `attention_mask` has rank 4.
     """
-    q_shape = _static_shape(query)
-    v_shape = _static_shape(value)
+    q_shape = tuple(query.shape)
+    v_shape = tuple(value.shape)
     batch = q_shape[0] if q_shape else None
     t, s = q_shape[1], v_shape[1]
     mask = None
@@ -128,13 +114,18 @@ def compute_attention_mask(
         if m is not None:
             check_mask(name, m, (batch, s))
             mask = merge_masks(mask, ops.cast(m, "bool")[:, None, :])
-    if attention_mask is not None:
-        check_mask("attention_mask", attention_mask, (batch, t, s))
-        mask = merge_masks(mask, attention_mask)
+    q_len, v_len = ops.shape(query)[1], ops.shape(value)[1]
     if use_causal_mask:
-        q_len = ops.shape(query)[1]
-        v_len = ops.shape(value)[1]
         mask = merge_masks(mask, causal_mask(q_len, v_len, causal_offset)[None])
+    if sliding_window is not None:
+        band = sliding_window_mask(q_len, v_len, sliding_window, causal_offset)
+        mask = merge_masks(mask, band[None])
+    if attention_mask is not None:
+        check_attention_mask("attention_mask", attention_mask, batch, num_heads, t, s)
+        attention_mask = ops.cast(attention_mask, "bool")
+        if len(attention_mask.shape) == 4 and mask is not None:
+            mask = mask[:, None]  # (B, 1, T, S): the same for every head
+        mask = merge_masks(mask, attention_mask)
     return mask
 
 

@@ -2,9 +2,11 @@
 
 from keras import ops
 
-# A finite stand-in for -inf: exp() of it underflows to exactly 0 in float32,
-# and gradients through `where` stay finite, unlike with a real -inf.
-_MASK_VALUE = -1e30
+# The one masking constant of the package: a finite stand-in for -inf.
+# exp() of it underflows to exactly 0 in float32, gradients through `where`
+# stay finite (unlike with a real -inf), and sums of a few thousand of them
+# (dead beams' scores) stay far from float32's -3.4e38.
+MASK_VALUE = -1e30
 
 
 def masked_logits(logits, mask=None):
@@ -12,7 +14,7 @@ def masked_logits(logits, mask=None):
     logits = ops.cast(logits, "float32")
     if mask is None:
         return logits
-    return ops.where(ops.cast(mask, "bool"), logits, _MASK_VALUE)
+    return ops.where(ops.cast(mask, "bool"), logits, MASK_VALUE)
 
 
 def masked_softmax(logits, mask=None, axis=-1):
@@ -52,7 +54,7 @@ def masked_log_softmax(logits, mask=None, axis=-1):
         mask_f = ops.cast(mask, "float32")
         total = ops.sum(ops.exp(x) * mask_f, axis=axis, keepdims=True)
         out = x - ops.log(ops.maximum(total, 1e-30))
-        return ops.where(ops.cast(mask, "bool"), out, _MASK_VALUE)
+        return ops.where(ops.cast(mask, "bool"), out, MASK_VALUE)
     return x - ops.log(ops.sum(ops.exp(x), axis=axis, keepdims=True))
 
 

@@ -112,7 +112,9 @@ def test_cached_decoding_chunked_equals_dense(jit):
     def stepper(layer):
         @jit
         def step(tokens, cache, index):
-            return layer(tokens, use_causal_mask=True, cache=cache, cache_index=index)
+            return layer(
+                tokens, use_causal_mask=True, cache=cache, cache_update_index=index
+            )
 
         return step
 
@@ -145,7 +147,7 @@ def test_auto_switches_at_the_threshold(monkeypatch):
     assert len(calls) == 1 and weights.shape == (B, N, T, T)  # weights: dense
     layer(x, attention_mask=np.ones((B, T, T), bool))
     assert len(calls) == 2  # explicit mask: chunked too
-    dropping = ka.layers.MultiHeadSelfAttention(N, H, attention_dropout=0.5, seed=1)
+    dropping = ka.layers.MultiHeadSelfAttention(N, H, dropout=0.5, seed=1)
     dropping(x, training=True)
     assert len(calls) == 3  # attention dropout while training: chunked too
 
@@ -195,7 +197,7 @@ def test_chunked_attention_dropout_while_training():
 
     def layer(seed):
         layer = ka.layers.MultiHeadSelfAttention(
-            N, H, attention_dropout=0.3, attention_impl="chunked", seed=seed
+            N, H, dropout=0.3, attention_impl="chunked", seed=seed
         )
         layer.build(x.shape)
         layer.set_weights(reference.get_weights())

@@ -317,7 +317,7 @@ def test_constructor_rejects_bad_arguments(kwargs, match):
             lambda d: ka.layers.ScoredAttention()(
                 d["query"], d["key"], attention_mask=np.ones((B, S), bool)
             ),
-            r"`attention_mask` must have rank 3.*attention_mask.shape=\(2, 5\)",
+            r"`attention_mask` must have shape \(3, 5\).*attention_mask.shape=\(2, 5\)",
         ),
         (
             lambda d: ka.layers.ScoredAttention(window=2)(d["vector"], d["key"]),

@@ -100,13 +100,15 @@ def test_cached_decoder_block_steps_equal_full_pass(rng, normalize_first):
     cross = block.compute_cross_attention_cache(enc)
     steps = []
     for t in range(T):
-        y, cache = block(
+        # keras-hub's convention: both caches come back, the cross one as read.
+        y, cache, same_cross = block(
             x[:, t : t + 1],
             encoder_padding_mask=enc_mask,
             self_attention_cache=cache,
-            self_attention_cache_index=t,
+            self_attention_cache_update_index=t,
             cross_attention_cache=cross,
         )
+        assert same_cross is cross
         steps.append(ops.convert_to_numpy(y))
     np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
 
@@ -163,7 +165,7 @@ def test_decoder_block_bad_cache_and_missing_encoder(rng):
             x[:, :1],
             enc,
             self_attention_cache=ops.zeros((B, 2, T, N + 1, D // N)),
-            self_attention_cache_index=0,
+            self_attention_cache_update_index=0,
         )
     with pytest.raises(ValueError, match="`encoder_sequence`"):
         block(x)

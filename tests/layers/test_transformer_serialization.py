@@ -23,7 +23,7 @@ def _sequence_model(make_output, two_inputs=False):
 
 
 def _mha():
-    layer = ka.layers.MultiHeadAttention(2, 3, output_dim=D, name="layer")
+    layer = ka.layers.MultiHeadAttention(2, 3, output_shape=D, name="layer")
     return _sequence_model(lambda x, y: layer(x, y), two_inputs=True), layer
 
 

@@ -27,7 +27,7 @@ def test_cached_decoder_stack_equals_full_pass(rng, with_encoder, normalize_firs
         y, w, cache = decoder(
             x[:, t : t + 1],
             cache=cache,
-            cache_index=t,
+            cache_update_index=t,
             cross_attention_cache=cross,
             return_attention_scores=True,
             **kwargs,
@@ -63,9 +63,11 @@ def test_stack_bad_arguments(rng):
     decoder = TransformerDecoder(L, N, F)
     decoder(x)
     with pytest.raises(ValueError, match="`cache`"):
-        decoder(x[:, :1], cache=ops.zeros((B, L + 1, 2, T, N, D // N)), cache_index=0)
-    with pytest.raises(ValueError, match="`cache_index`"):
-        decoder(x[:, :1], cache_index=0)
+        decoder(
+            x[:, :1], cache=ops.zeros((B, L + 1, 2, T, N, D // N)), cache_update_index=0
+        )
+    with pytest.raises(ValueError, match="`cache_update_index`"):
+        decoder(x[:, :1], cache_update_index=0)
     with pytest.raises(ValueError, match="`decoder_sequence`"):
         TransformerDecoder(L, 3, F)(x)
     keras.backend.clear_session()

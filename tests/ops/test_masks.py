@@ -116,7 +116,8 @@ def test_compute_attention_mask_single_sources(kwargs, expected):
         ("value_mask", (2, 3), r"Received: value_mask.shape=\(2, 3\)"),
         ("key_mask", (2,), r"`key_mask` must have rank 2"),
         ("attention_mask", (2, 5, 3), r"attention_mask.shape=\(2, 5, 3\)"),
-        ("attention_mask", (2, 5), r"`attention_mask` must have rank 3"),
+        ("attention_mask", (2, 5), r"`attention_mask` must have shape \(3, 5\)"),
+        ("attention_mask", (2, 2, 3, 5), r"one of the shapes \(3, 5\), \(2, 3, 5\)"),
         ("value_mask", (3, 5), r"value_mask.shape=\(3, 5\)"),
     ],
 )
@@ -125,6 +126,33 @@ def test_compute_attention_mask_rejects_wrong_shapes(name, shape, match):
     value = np.zeros((2, 5, 4), "float32")
     with pytest.raises(ValueError, match=match):
         compute_attention_mask(query, value, **{name: np.ones(shape, bool)})
+
+
+def test_compute_attention_mask_takes_2d_and_per_head_masks():
+    query = np.zeros((2, 3, 4), "float32")
+    value = np.zeros((2, 5, 4), "float32")
+    pattern = np.random.default_rng(0).random((3, 5)) > 0.5
+    padding = np.array([[True] * 5, [True] * 4 + [False]])
+    mask = compute_attention_mask(
+        query, value, value_mask=padding, attention_mask=pattern
+    )
+    np.testing.assert_array_equal(mask, pattern[None] & padding[:, None])
+    per_head = np.stack([pattern, ~pattern])[None]  # (1, N=2, T, S)
+    mask = compute_attention_mask(
+        query, value, value_mask=padding, attention_mask=per_head, num_heads=2
+    )
+    np.testing.assert_array_equal(mask, per_head & padding[:, None, None])
+
+
+def test_compute_attention_mask_sliding_window_with_offset():
+    query = np.zeros((1, 2, 4), "float32")
+    value = np.zeros((1, 6, 4), "float32")
+    mask = compute_attention_mask(
+        query, value, use_causal_mask=True, causal_offset=3, sliding_window=2
+    )
+    # Queries at absolute positions 3 and 4 see themselves and one before.
+    expected = [[0, 0, 1, 1, 0, 0], [0, 0, 0, 1, 1, 0]]
+    np.testing.assert_array_equal(mask[0], np.array(expected, bool))
 
 
 def test_compute_attention_mask_accepts_broadcastable_shapes():

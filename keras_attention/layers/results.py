@@ -1,0 +1,27 @@
+"""The one result structure of the attention layers and blocks (private)."""
+
+from typing import Any
+from typing import NamedTuple
+
+
+class LayerResult(NamedTuple):
+    """What an attention layer or block computed, whatever was asked.
+
+    `output` always; `scores` the attention weights (a tensor, or a dict of
+    them for a block) or `None`; `caches` the updated caches in the order
+    the call took them (empty without a cache). `keras_outputs` turns it
+    into the public return value, Keras' convention: `output`, then the
+    scores if asked, then the caches, as `keras.layers.MultiHeadAttention`
+    and keras-hub's `CachedMultiHeadAttention` / `TransformerDecoder` return.
+    """
+
+    output: Any
+    scores: Any = None
+    caches: tuple = ()
+
+    def keras_outputs(self, return_attention_scores):
+        outputs = (self.output,)
+        if return_attention_scores:
+            outputs += (self.scores,)
+        outputs += tuple(self.caches)
+        return outputs[0] if len(outputs) == 1 else outputs

@@ -1,0 +1,230 @@
+"""Argument checks shared by every level (ops, layers, decoding, models).
+
+Each check raises a `ValueError` (or a `TypeError` for a wrong type) whose
+message names the argument, states the rule and shows the received value
+after "Received:". Checks read static shapes and Python values only, never
+tensor data inside a compiled function, so they cost nothing in a loop.
+This module imports nothing from the package: every level may use it.
+"""
+
+import keras
+import numpy as np
+
+
+def check_positive_int(name, value, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(
+            f"Invalid argument `{name}`: `{name}` must be a positive integer"
+            f"{' or None' if allow_none else ''}. Received: {name}={value!r}"
+        )
+
+
+def check_rate(name, value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0.0 <= value < 1.0
+    ):
+        raise ValueError(
+            f"Invalid argument `{name}`: `{name}` must be in [0, 1). "
+            f"Received: {name}={value!r}"
+        )
+
+
+def check_choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(
+            f"Invalid argument `{name}`: `{name}` must be one of {list(choices)}. "
+            f"Received: {name}={value!r}"
+        )
+
+
+def check_rank(name, shape, ranks):
+    ranks = (ranks,) if isinstance(ranks, int) else tuple(ranks)
+    if len(shape) not in ranks:
+        wanted = " or ".join(str(r) for r in ranks)
+        raise ValueError(
+            f"`{name}` must have rank {wanted}. Received: {name}.shape={tuple(shape)}"
+        )
+
+
+def check_same(name_a, a, name_b, b, what):
+    if a is not None and b is not None and a != b:
+        raise ValueError(
+            f"`{name_a}` and `{name_b}` must have the same {what}. "
+            f"Received: {name_a} {what}={a}, {name_b} {what}={b}"
+        )
+
+
+def check_last_dim(name, shape, expected):
+    """ValueError unless the static last dimension of `shape` is `expected`."""
+    if shape[-1] is not None and expected is not None and shape[-1] != expected:
+        raise ValueError(
+            f"The last dimension of `{name}` must be {expected} (the width the "
+            f"layer was built with). Received: {name}.shape={tuple(shape)}"
+        )
+
+
+def static_int(value):
+    """`value` as a Python int when it is known without running anything (a
+    Python or numpy integer), else `None` (e.g. a traced tensor)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu":
+        return int(value)
+    return None
+
+
+def check_index(name, value, length, limit, limit_name):
+    """ValueError unless `length` positions from `value` fit in `[0, limit)`.
+
+    Only static indices (see `static_int`) are checked; `length` or `limit`
+    `None` (unknown) skips the upper bound.
+    """
+    index = static_int(value)
+    if index is None:
+        return
+    if index < 0:
+        raise ValueError(f"`{name}` must be >= 0. Received: {name}={index}")
+    if length is not None and limit is not None and index + length > limit:
+        raise ValueError(
+            f"`{name}` + the {length} new position(s) must not exceed "
+            f"`{limit_name}`={limit}: `{name}` must be <= {limit - length}. "
+            f"Received: {name}={index}"
+        )
+
+
+def get_activation(value, name="activation"):
+    """`keras.activations.get(value)` with an error naming the argument."""
+    try:
+        return keras.activations.get(value)
+    except (ValueError, TypeError) as error:
+        raise ValueError(
+            f"`{name}` must be the name of a Keras activation or a callable. "
+            f"Received: {name}={value!r}"
+        ) from error
+
+
+# -- masks ---------------------------------------------------------------
+
+
+def _concrete_values(x):
+    """The values of `x` when they are known without a trace (a NumPy array,
+    a Python list, an eager tensor), else `None`."""
+    if isinstance(x, (np.ndarray, list, tuple)):
+        return np.asarray(x)
+    if isinstance(x, keras.KerasTensor):
+        return None
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        if tf.executing_eagerly() and not tf.is_symbolic_tensor(x):
+            return np.asarray(x)
+        return None
+    if keras.backend.backend() == "jax":
+        import jax
+
+        if isinstance(x, jax.core.Tracer):
+            return None
+        return np.asarray(x)
+    return None
+
+
+def check_mask_dtype(name, mask):
+    """TypeError unless `mask` is boolean or numeric; ValueError if its known
+    values are not 0/1.
+
+    Keras casts masks to bool (non-zero = may attend), so integer and float
+    0/1 masks are accepted as Keras accepts them. An additive mask (0 =
+    attend, -inf or -1e9 = hide) would silently mean the opposite once cast;
+    its values are caught when they are known (NumPy arrays, eager tensors).
+    Inside a compiled function the values are not read (that would cost a
+    pass over the mask on every call).
+    """
+    dtype = getattr(mask, "dtype", None)
+    dtype = np.asarray(mask).dtype if dtype is None else dtype
+    dtype = keras.backend.standardize_dtype(dtype)
+    if dtype == "bool":
+        return
+    if "int" not in dtype and "float" not in dtype:
+        raise TypeError(
+            f"`{name}` must be boolean (True = may attend) or 0/1 numbers. "
+            f"Received: {name}.dtype={dtype}"
+        )
+    values = _concrete_values(mask)
+    if values is None:
+        return
+    wrong = values[(values != 0) & (values != 1)]
+    if wrong.size:
+        raise ValueError(
+            f"`{name}` must be boolean (True = may attend) or hold only 0 and 1; "
+            "an additive mask (0 = attend, a large negative = hide) would mean "
+            f"the opposite once cast to bool. Received: {name} with the value "
+            f"{float(wrong.flat[0])} (dtype {dtype})"
+        )
+
+
+def check_mask(name, mask, expected=None):
+    """Check a mask's dtype and static shape against `expected`.
+
+    `expected` is a shape tuple (`None` entries are not checked): the mask
+    must have its rank and broadcast to it (each dimension equal or 1).
+    See `check_mask_dtype` for the dtype rule.
+    """
+    check_mask_dtype(name, mask)
+    if expected is None:
+        return
+    shape = tuple(getattr(mask, "shape", np.shape(mask)))
+    if len(shape) != len(expected):
+        raise ValueError(
+            f"`{name}` must have rank {len(expected)} (shape {expected}). "
+            f"Received: {name}.shape={shape}"
+        )
+    for got, want in zip(shape, expected, strict=True):
+        if got is not None and want is not None and got not in (1, want):
+            raise ValueError(
+                f"`{name}` must have shape {expected} (or broadcast to it). "
+                f"Received: {name}.shape={shape}"
+            )
+
+
+def check_attention_mask(name, mask, batch, num_heads, query_length, key_length):
+    """An explicit attention mask: `(T, S)`, `(B, T, S)` or, per head,
+    `(B, N, T, S)` (`num_heads=None` refuses the per-head form). Each
+    dimension may be 1 (broadcast), as in `keras.layers.MultiHeadAttention`.
+    """
+    rank = len(getattr(mask, "shape", np.shape(mask)))
+    shapes = {
+        2: (query_length, key_length),
+        3: (batch, query_length, key_length),
+        4: (batch, num_heads, query_length, key_length),
+    }
+    if num_heads is None:
+        del shapes[4]
+    if rank not in shapes:
+        forms = ", ".join(str(shape) for shape in shapes.values())
+        shape = tuple(getattr(mask, "shape", np.shape(mask)))
+        raise ValueError(
+            f"`{name}` must have one of the shapes {forms}. "
+            f"Received: {name}.shape={shape}"
+        )
+    check_mask(name, mask, shapes[rank])
+
+
+def check_cache(name, cache, batch, num_heads, head_dim):
+    """ValueError unless `cache` has the static shape `(B, 2, S, N, H)`."""
+    shape = tuple(cache.shape)
+    expected = (batch, 2, None, num_heads, head_dim)
+    ok = len(shape) == 5 and all(
+        want is None or got is None or got == want
+        for got, want in zip(shape, expected, strict=True)
+    )
+    if not ok:
+        raise ValueError(
+            f"`{name}` must have shape (batch, 2, max_length, num_heads, key_dim) "
+            f"= {expected}. Received: {name}.shape={shape}"
+        )
