@@ -184,8 +184,11 @@ class TransformerBlockBase(FineTuningMixin, keras.layers.Layer):
     def compute_mask(self, inputs, previous_mask=None):
         return previous_mask
 
-    def compute_output_shape(self, inputs_shape, *args, **kwargs):
-        return inputs_shape
+    def compute_output_shape(self, *shapes, **named_shapes):
+        # The output has the shape of the first input (`inputs` or
+        # `decoder_sequence`), however the shapes are passed (Keras'
+        # `summary` passes the build shapes by name).
+        return (list(shapes) + list(named_shapes.values()))[0]
 
     def compute_output_spec(self, *args, **kwargs):
         # Traced from `call`: the weights and caches when asked for.
@@ -268,8 +271,11 @@ class TransformerStackBase(FineTuningMixin, keras.layers.Layer):
     def compute_mask(self, inputs, previous_mask=None):
         return previous_mask
 
-    def compute_output_shape(self, inputs_shape, *args, **kwargs):
-        return inputs_shape
+    def compute_output_shape(self, *shapes, **named_shapes):
+        # The output has the shape of the first input (`inputs` or
+        # `decoder_sequence`), however the shapes are passed (Keras'
+        # `summary` passes the build shapes by name).
+        return (list(shapes) + list(named_shapes.values()))[0]
 
     def compute_output_spec(self, *args, **kwargs):
         return trace_output_spec(self, *args, **kwargs)

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from keras import ops
 
+import keras_attention as ka
 from keras_attention.layers import TransformerDecoder
 from keras_attention.layers import TransformerEncoder
 
@@ -71,3 +72,26 @@ def test_stack_bad_arguments(rng):
     with pytest.raises(ValueError, match="`decoder_sequence`"):
         TransformerDecoder(L, 3, F)(x)
     keras.backend.clear_session()
+
+
+def test_summary_of_a_model_with_every_attention_layer():
+    """`Model.summary` asks each layer for its output shape by build-shape
+    keywords (`decoder_sequence_shape=...`)."""
+    src = keras.Input((None,), dtype="int32")
+    tgt = keras.Input((None,), dtype="int32")
+    embed = keras.layers.Embedding(50, 16, mask_zero=True)
+    x = ka.layers.TransformerEncoder(2, num_heads=2, intermediate_dim=8)(embed(src))
+    x = ka.layers.TransformerEncoderBlock(num_heads=2, intermediate_dim=8)(x)
+    y = ka.layers.TransformerDecoderBlock(num_heads=2, intermediate_dim=8)(
+        embed(tgt), x
+    )
+    y = ka.layers.TransformerDecoder(1, num_heads=2, intermediate_dim=8)(y, x)
+    y = ka.layers.MultiHeadAttention(2, 4)(y, x)
+    y = ka.layers.MultiHeadSelfAttention(2, 4)(y)
+    lines = []
+    keras.Model([src, tgt], y).summary(print_fn=lines.append)
+    text = "\n".join(lines)
+    assert "11,304" in text  # every weight counted
+    model = ka.Transformer(20, 20, hidden_dim=16, num_heads=2, intermediate_dim=8)
+    model.build()
+    model.summary(print_fn=lines.append)
