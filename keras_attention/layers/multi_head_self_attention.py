@@ -137,7 +137,8 @@ class MultiHeadSelfAttention(MultiHeadAttention):
     def from_multi_head_attention(cls, layer, **kwargs):
         """A fused copy of a built (Keras or this package's)
         `MultiHeadAttention` whose query, key and value have one width:
-        its config, its weights (Q/K/V kernels and biases concatenated)."""
+        its config, its weights (Q/K/V kernels and biases concatenated).
+        `**kwargs` override config entries."""
         if not layer.built:
             raise ValueError(
                 "`layer` must be built (called once) so that its weights can "
@@ -147,26 +148,60 @@ class MultiHeadSelfAttention(MultiHeadAttention):
         config.pop("attention_axes", None)
         ours = cls.from_config(config)
         ours.build(layer._build_shapes_dict["query_shape"])
+        ours.copy_multi_head_attention_weights(layer)
+        return ours
+
+    def copy_multi_head_attention_weights(self, layer):
+        """Set this layer's weights from a built `MultiHeadAttention` (Keras'
+        or this package's, e.g. the self-attention of keras-hub's blocks):
+        its query, key and value kernels `(D, N, H)` and biases `(N, H)`
+        concatenated into the fused `qkv` ones."""
         denses = (layer._query_dense, layer._key_dense, layer._value_dense)
-        width = layer._build_shapes_dict["query_shape"][-1]
+        width = self._input_widths["query"]
         weights = [
             ops.concatenate(
                 [ops.reshape(d.kernel, (width, -1)) for d in denses], axis=-1
             )
         ]
-        if layer._use_bias:
+        if self._use_bias:
             weights.append(
                 ops.concatenate([ops.reshape(d.bias, (-1,)) for d in denses], axis=-1)
             )
-        ours._qkv_dense.set_weights(weights)
-        rest = [layer._output_dense]
-        mine = [ours._output_dense]
-        if layer._use_gate:
-            rest.append(layer._gate_dense)
-            mine.append(ours._gate_dense)
-        for source, target in zip(rest, mine, strict=True):
-            target.set_weights(source.get_weights())
-        return ours
+        self._qkv_dense.set_weights(weights)
+        self._output_dense.set_weights(layer._output_dense.get_weights())
+        if self._use_gate:
+            self._gate_dense.set_weights(layer._gate_dense.get_weights())
+
+    def to_multi_head_attention(self):
+        """An unfused `MultiHeadAttention` (this package's) with the same
+        config and weights; `.to_keras()` on it gives Keras' layer."""
+        if not self.built:
+            raise ValueError(
+                "Build the layer (or call it once) before converting it. "
+                "Received: an unbuilt MultiHeadSelfAttention"
+            )
+        layer = MultiHeadAttention.from_config(self.get_config())
+        shape = self._build_shapes_dict["query_shape"]
+        layer.build(shape, shape)
+        self.copy_weights_to_multi_head_attention(layer)
+        return layer
+
+    def copy_weights_to_multi_head_attention(self, layer):
+        """Split the fused weights into a built `MultiHeadAttention`'s (Keras'
+        or this package's) query, key and value kernels and biases."""
+        n, h, hv = self._num_heads, self._key_dim, self._value_dim
+        sizes = [n * h, 2 * n * h]
+        kernels = ops.split(self._qkv_dense.kernel, sizes, axis=-1)
+        biases = ops.split(self._qkv_dense.bias, sizes) if self._use_bias else None
+        denses = (layer._query_dense, layer._key_dense, layer._value_dense)
+        for i, (dense, size) in enumerate(zip(denses, (h, h, hv), strict=True)):
+            weights = [ops.reshape(kernels[i], (-1, n, size))]
+            if biases is not None:
+                weights.append(ops.reshape(biases[i], (n, size)))
+            dense.set_weights(weights)
+        layer._output_dense.set_weights(self._output_dense.get_weights())
+        if self._use_gate:
+            layer._gate_dense.set_weights(self._gate_dense.get_weights())
 
     def _project_qkv(self, x):
         n, h, hv = self._num_heads, self._key_dim, self._value_dim

@@ -102,6 +102,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
     """
 
     _input_name = "decoder_sequence"
+    _keras_hub_name = "TransformerDecoder"
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
         self._build_self_attention(decoder_sequence_shape)

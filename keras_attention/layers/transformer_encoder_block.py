@@ -73,6 +73,7 @@ class TransformerEncoderBlock(TransformerBlockBase):
     """
 
     _input_name = "inputs"
+    _keras_hub_name = "TransformerEncoder"
 
     def build(self, inputs_shape):
         self._build_self_attention(inputs_shape)

@@ -174,6 +174,89 @@ class TransformerBlockBase(FineTuningMixin, keras.layers.Layer):
     def _feedforward(self, x):
         return self._feedforward_output_dense(self._feedforward_intermediate_dense(x))
 
+    # -- conversion from and to keras-hub -------------------------------------
+
+    # Sublayers whose weights copy as they are (the same layers in both).
+    _SAME_SUBLAYERS = (
+        "_self_attention_layer_norm",
+        "_feedforward_intermediate_dense",
+        "_feedforward_output_dense",
+        "_feedforward_layer_norm",
+    )
+    _CROSS_SUBLAYERS = ("_cross_attention_layer", "_cross_attention_layer_norm")
+
+    @classmethod
+    def from_keras_hub(cls, layer, **kwargs):
+        """A copy of a built keras-hub block (`keras_hub.layers.
+        TransformerEncoder` for the encoder block, `TransformerDecoder` for
+        the decoder block): its config and its weights, the self-attention's
+        query, key and value kernels fused. `**kwargs` override arguments
+        (e.g. `attention_impl`)."""
+        if not layer.built:
+            raise ValueError(
+                "`layer` must be built (called once) so that its weights can "
+                f"be copied. Received: an unbuilt {layer.__class__.__name__}"
+            )
+        config = layer.get_config()
+        arguments = dict(
+            num_heads=config["num_heads"],
+            intermediate_dim=config["intermediate_dim"],
+            dropout=config["dropout"],
+            activation=config["activation"],
+            layer_norm_epsilon=config["layer_norm_epsilon"],
+            kernel_initializer=config["kernel_initializer"],
+            bias_initializer=config["bias_initializer"],
+            normalize_first=config["normalize_first"],
+            name=config["name"],
+            dtype=layer.dtype_policy,
+        )
+        ours = cls(**{**arguments, **kwargs})
+        ours.build(**layer._build_shapes_dict)
+        ours._self_attention_layer.copy_multi_head_attention_weights(
+            layer._self_attention_layer
+        )
+        for name in ours._sublayers_to_copy():
+            getattr(ours, name).set_weights(getattr(layer, name).get_weights())
+        return ours
+
+    def to_keras_hub(self):
+        """The keras-hub block with this block's config and weights (needs
+        `keras_hub`; the fused Q/K/V weights are split)."""
+        import keras_hub
+
+        if self.attention_dropout not in (None, self.dropout):
+            raise ValueError(
+                "keras-hub's blocks have one dropout rate for the residuals and "
+                "the attention weights. Received: dropout="
+                f"{self.dropout}, attention_dropout={self.attention_dropout}"
+            )
+        hub_class = getattr(keras_hub.layers, self._keras_hub_name)
+        layer = hub_class(
+            intermediate_dim=self.intermediate_dim,
+            num_heads=self.num_heads,
+            dropout=self.dropout,
+            activation=self.activation,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            normalize_first=self.normalize_first,
+            name=self.name,
+            dtype=self.dtype_policy,
+        )
+        layer.build(**self._build_shapes_dict)
+        self._self_attention_layer.copy_weights_to_multi_head_attention(
+            layer._self_attention_layer
+        )
+        for name in self._sublayers_to_copy():
+            getattr(layer, name).set_weights(getattr(self, name).get_weights())
+        return layer
+
+    def _sublayers_to_copy(self):
+        names = self._SAME_SUBLAYERS
+        if getattr(self, "_cross_attention_layer", None) is not None:
+            names += self._CROSS_SUBLAYERS
+        return names
+
     # -- public conveniences ------------------------------------------------
 
     @property
