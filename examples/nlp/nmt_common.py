@@ -23,7 +23,8 @@ their model, optimizer and search; everything else lives here:
   on detokenized output against the raw references;
 - cross-attention heat-maps; a SavedModel that maps raw source strings to
   translated strings (tokenization, search and detokenization in the
-  graph), reloaded in a fresh Python process and checked.
+  graph), reloaded in a fresh Python process and checked; it serves through
+  the TF1 loader (TensorFlow Serving) too, with `tensorflow_text` loaded.
 """
 
 import argparse
@@ -45,6 +46,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
+from examples.common.export import save_for_serving  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
 
 # ---------------------------------------------------------------------------
@@ -411,14 +413,15 @@ class Translator(tf.Module):
     model's greedy or beam search; `translate_ids` compiles it with XLA.
     `__call__` adds SentencePiece tokenization and detokenization around
     it (string ops, not XLA-compilable) and is the SavedModel's serving
-    signature.
+    signature. The model stays off the module: `export_and_check` tracks
+    the variables the search reads (and the tokenizers are tracked here),
+    not the Keras model with its optimizer state.
     """
 
-    def __init__(self, model, search, tokenizers, max_source_length,
-                 max_target_length, num_beams=1, bounds=None):  # fmt: skip
+    def __init__(self, search, tokenizers, max_source_length, max_target_length,
+                 num_beams=1, bounds=None):  # fmt: skip
         super().__init__()
         self.bounds = bounds or bucket_boundaries(max_source_length)
-        self.model = model  # tracked, so that the SavedModel holds its weights
         self._search = search
         self.source_tokenizer, self.target_tokenizer = tokenizers
         # Detokenization joins the target pieces by hand instead of calling
@@ -560,10 +563,13 @@ print(json.dumps([s.decode() for s in next(iter(outputs.values())).numpy()]))
 
 
 def export_and_check(translator, export_dir, sentences):
-    """Save the SavedModel, reload it in a fresh process, compare outputs."""
-    tf.saved_model.save(
-        translator, export_dir, signatures={"serving_default": translator.__call__}
-    )
+    """Save the SavedModel, reload it in a fresh process, compare outputs.
+
+    `save_for_serving` makes it servable by `tf.saved_model.load` and by the
+    TF1 loader (`tf.compat.v1.saved_model.loader.load`, TensorFlow Serving);
+    see `examples/common/export.py`.
+    """
+    save_for_serving(translator, export_dir, translator.__call__)
     expected = [s.decode() for s in translator(tf.constant(sentences)).numpy()]
     process = subprocess.run(
         [sys.executable, "-c", RELOAD_CHECK, export_dir],
@@ -778,7 +784,7 @@ def run(args, build, architecture_keys):
         model.save_weights(weights_path)
 
     def translator(num_beams):
-        return Translator(model, search, tokenizers, args.max_length,
+        return Translator(search, tokenizers, args.max_length,
                           args.max_length + 8, num_beams,
                           bucket_boundaries(args.max_length, args.smoke))  # fmt: skip
 

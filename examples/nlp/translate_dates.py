@@ -15,7 +15,10 @@ Steps: generate data -> character vocabularies (`TextVectorization` for the
 source, `StringLookup` with a fixed vocabulary for the target) -> train with
 teacher forcing -> greedy (or `--beams N` beam) search under XLA ->
 exact-match accuracy on held-out dates -> attention heat-maps (PNG) ->
-SavedModel that maps raw date strings to ISO strings, reloaded and checked.
+SavedModel that maps raw date strings to ISO strings, reloaded and checked
+(it also serves through the TF1 loader: `saved_model_cli run --dir
+outputs/dates/saved_model --tag_set serve --signature_def serving_default
+--input_exprs 'dates=["3 March 1999"]'`, or TensorFlow Serving).
 Data, vocabularies, search, evaluation, plots and export are shared; the
 two builders differ only in the model and how it searches.
 
@@ -80,6 +83,7 @@ import tensorflow as tf  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common import distribute  # noqa: E402
+from examples.common.export import save_for_serving  # noqa: E402
 from keras_attention.decoding import beam_search  # noqa: E402
 from keras_attention.decoding import greedy_search  # noqa: E402
 
@@ -355,12 +359,13 @@ class DateTranslator(tf.Module):
 
     `translate_ids` is the XLA-compiled greedy (or beam) search of either
     model; `__call__` wraps it with the string pre- and post-processing (not
-    XLA-compilable) and is the SavedModel's serving signature.
+    XLA-compilable) and is the SavedModel's serving signature. The model
+    stays off the module: `save_for_serving` tracks the variables the
+    search reads (and the vocabularies are tracked here), nothing else.
     """
 
-    def __init__(self, model, search, vocab, num_beams=1):
+    def __init__(self, search, vocab, num_beams=1):
         super().__init__()
-        self.model = model
         self.source_vectorizer, self.target_lookup, self.target_chars = vocab
         self._search = search
         self.num_beams = num_beams
@@ -399,6 +404,29 @@ def translate(translator, sources, batch_size=500):
         outputs += [s.decode() for s in translator.ids_to_strings(tokens).numpy()]
         attention.append(weights.numpy())
     return outputs, np.concatenate(attention)
+
+
+def export_and_check(translator, export_dir, sources, expected=None):
+    """Save the SavedModel (raw strings -> ISO strings), reload it, compare.
+
+    `save_for_serving` makes it servable by `tf.saved_model.load` and by the
+    TF1 loader (`saved_model_cli run`, TensorFlow Serving); see
+    `examples/common/export.py`. Raises if the reloaded model translates
+    `sources` differently from `expected` (by default: `translator`'s
+    translations); returns its translations.
+    """
+    save_for_serving(translator, export_dir, translator.__call__)
+    if expected is None:
+        expected, _ = translate(translator, sources)
+    reloaded = tf.saved_model.load(export_dir)
+    served = reloaded.signatures["serving_default"](dates=tf.constant(sources))
+    served = [s.decode() for s in next(iter(served.values())).numpy()]
+    if served != expected:
+        raise RuntimeError(
+            "The reloaded SavedModel gives different outputs:\n"
+            f"{served[:3]}\nvs\n{expected[:3]}"
+        )
+    return served
 
 
 def attention_panels(attention, layer=-1, heads=(0, 1)):
@@ -609,7 +637,7 @@ def main(argv=None):
     with open(os.path.join(output_dir, "history.json"), "w") as f:
         json.dump(history.history, f)
 
-    translator = DateTranslator(model, search, vocab, args.beams)
+    translator = DateTranslator(search, vocab, args.beams)
     start = time.perf_counter()
     predictions, attention = translate(translator, test_src)
     accuracy = np.mean([p == t for p, t in zip(predictions, test_tgt, strict=True)])
@@ -641,21 +669,14 @@ def main(argv=None):
 
     if not args.no_export:
         export_dir = os.path.join(output_dir, "saved_model")
-        tf.saved_model.save(
-            translator, export_dir, signatures={"serving_default": translator.__call__}
+        served = export_and_check(
+            translator, export_dir, test_src[:256], predictions[:256]
         )
-        reloaded = tf.saved_model.load(export_dir)
-        sample = tf.constant(test_src[:256])
-        served = reloaded.signatures["serving_default"](dates=sample)
-        served = [s.decode() for s in next(iter(served.values())).numpy()]
-        same = served == predictions[:256]
         print(
-            f"Exported SavedModel to {export_dir}; reloaded outputs "
-            f"{'match' if same else 'DIFFER from'} the in-memory model on "
-            f"{len(served)} dates. E.g. {test_src[0]!r} -> {served[0]!r}"
+            f"Exported SavedModel to {export_dir}; reloaded outputs match the "
+            f"in-memory model on {len(served)} dates. "
+            f"E.g. {test_src[0]!r} -> {served[0]!r}"
         )
-        if not same:
-            raise RuntimeError("The reloaded SavedModel gives different outputs.")
     distribute.cleanup_output_dir(output_dir, strategy)
     return {
         "accuracy": float(accuracy),

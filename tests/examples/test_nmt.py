@@ -212,7 +212,7 @@ def test_detokenization_matches_sentencepiece(tokenizers):
     nmt, _, targets, toks = tokenizers
     import tensorflow as tf
 
-    translator = nmt.Translator(None, None, toks, 64, 64)
+    translator = nmt.Translator(None, toks, 64, 64)
     ids = nmt.encode_target(toks[1], targets[:50]).to_tensor()
     ours = [s.decode() for s in translator.detokenize(ids).numpy()]
     kept = tf.ragged.boolean_mask(ids, ids > nmt.EOS_ID)
@@ -330,3 +330,31 @@ def test_training_resumes_after_an_interruption(data_dir, tmp_path):
     # The optimizer state came back too: two epochs of steps in all.
     assert results["iterations"] == 2 * results["steps_per_epoch"] > 0
     assert not (tmp_path / "backup").exists()  # removed once training finished
+
+
+@pytest.mark.parametrize("name", ["nmt_transformer", "nmt_rnn_attention"])
+def test_saved_model_serves_under_the_tf1_loader(name, tokenizers, tmp_path):
+    """The SavedModel of `run` (`export_and_check`) serves under
+    `tf.compat.v1.saved_model.loader.load` in a `tf.compat.v1.Session` (the
+    graph-and-checkpoint path of TensorFlow Serving) as under
+    `tf.saved_model.load`. An untrained `--smoke` model (beam search, as
+    exported by `run`) is enough: the TF1 loader used to fail on its first
+    variable read ("Read variable failure ... tf2xla conversion failed")."""
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    from examples.common.export import run_v1_signature
+
+    nmt, sources, _, toks = tokenizers
+    script = load(name)
+    args = script.parse_args(["--smoke", "--vocabulary-size", "40"])
+    _, _, search = script.build(args, *[t.vocabulary_size() for t in toks], 1)
+    translator = nmt.Translator(search, toks, args.max_length, args.max_length + 8,
+                                args.beams, nmt.bucket_boundaries(args.max_length,
+                                                                  single=True))  # fmt: skip
+    sentences = sources[:8]
+    export_dir = str(tmp_path / "saved_model")
+    # Raises unless the SavedModel, reloaded with tf.saved_model.load in a
+    # fresh process, translates like the translator in memory.
+    served = nmt.export_and_check(translator, export_dir, sentences)
+    (outputs,) = run_v1_signature(export_dir, {"sentences": sentences}).values()
+    assert [s.decode() for s in outputs] == served

@@ -62,4 +62,17 @@ def test_smoke_run_trains_evaluates_and_exports(tmp_path):
     assert (tmp_path / "samples_001.png").stat().st_size > 0
     assert (tmp_path / "attention.png").stat().st_size > 0
     assert json.loads((tmp_path / "quality.json").read_text())["epochs"] == 1
-    assert (tmp_path / "generator_savedmodel" / "saved_model.pb").exists()
+    export_dir = tmp_path / "generator_savedmodel"
+    assert (export_dir / "saved_model.pb").exists()
+    # The TF1 loader (saved_model_cli run, as TensorFlow Serving loads it)
+    # serves the generator like tf.saved_model.load.
+    import tensorflow as tf
+
+    from examples.common.export import run_saved_model_cli
+
+    served = tf.saved_model.load(str(export_dir)).signatures["serving_default"]
+    latent_dim = served.structured_input_signature[1]["z"].shape[-1]
+    z = np.random.default_rng(0).normal(size=(4, latent_dim)).astype("float32")
+    expected = served(z=tf.constant(z))["output_0"].numpy()
+    outputs = run_saved_model_cli(export_dir, {"z": z}, tmp_path / "cli")
+    np.testing.assert_allclose(outputs["output_0"], expected, atol=1e-6)
