@@ -543,3 +543,37 @@ def test_numeric_masks_are_taken_as_keras_takes_them():
         np.testing.assert_array_equal(
             keras.ops.convert_to_numpy(layer(q, v, value_mask=numeric)), expected
         )
+
+
+def test_each_argument_is_checked_once_under_the_callers_name(monkeypatch):
+    """A block checks its masks under its own argument names, and the
+    attention inside does not check them again (`validate=False`)."""
+    from keras_attention import validation
+
+    calls = []
+    real = validation.check_mask
+
+    def spy(name, mask, expected=None):
+        calls.append(name)
+        return real(name, mask, expected)
+
+    for module in (
+        "keras_attention.ops.masks",
+        "keras_attention.layers.transformer_layer_utils",
+        "keras_attention.layers.transformer_decoder_block",
+    ):
+        monkeypatch.setattr(f"{module}.check_mask", spy)
+    block = L.TransformerDecoderBlock(2, 8)
+    block(_x(2, 5, 4), _x(2, 3, 4))
+    calls.clear()
+    block(
+        _x(2, 5, 4),
+        _x(2, 3, 4),
+        decoder_padding_mask=_ones(2, 5),
+        encoder_padding_mask=_ones(2, 3),
+    )
+    assert sorted(calls) == ["decoder_padding_mask", "encoder_padding_mask"]
+    with pytest.raises(ValueError, match="`decoder_attention_mask`"):
+        block(_x(2, 5, 4), _x(2, 3, 4), decoder_attention_mask=_ones(2, 5, 3))
+    with pytest.raises(ValueError, match="`encoder_attention_mask`"):
+        block(_x(2, 5, 4), _x(2, 3, 4), encoder_attention_mask=_ones(2, 5, 5))

@@ -358,14 +358,18 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
                 use_causal_mask=use_causal_mask,
             )
         self._check_inputs(query, value, key, cache, cache_update_index)
-        result = self._attention(
-            query,
-            value,
-            key,
+        masks = dict(
             query_mask=first_mask(query_mask, query),
             value_mask=first_mask(value_mask, value),
             key_mask=first_mask(key_mask, key),
             attention_mask=attention_mask,
+        )
+        self._check_masks(query, value if cache is None else cache[:, 0], **masks)
+        result = self._attention(
+            query,
+            value,
+            key,
+            **masks,
             use_causal_mask=use_causal_mask,
             return_attention_scores=return_attention_scores,
             training=training,
@@ -410,6 +414,10 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
                 f"cache_update_index={cache_update_index}"
             )
 
+    def _check_masks(self, query, keys, **masks):
+        """The masks of a call, under their names; `keys` `(B, S, ...)`."""
+        ka_ops.check_attention_masks(query, keys, **masks, num_heads=self._num_heads)
+
     def _attention(
         self,
         query,
@@ -427,8 +435,9 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
     ):
         """Projections, cache, attention, output projection: a `LayerResult`.
 
-        Arguments as `call`, already checked (the blocks call this directly
-        after checking their own arguments).
+        Arguments as `call`, already checked: by `call`, or by the blocks,
+        which call this directly after checking their own arguments under
+        their own names (each argument is checked once).
         """
         read_cache = cache is not None and cache_update_index is None
         q, k, v = self._project(query, key, value, read_cache)
@@ -492,6 +501,7 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
                 causal_offset=causal_offset,
                 sliding_window=self._sliding_window,
                 num_heads=self._num_heads,
+                validate=False,
             )
             return self._compute_attention(
                 q, k, v, mask, training, return_attention_scores
@@ -509,6 +519,7 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
             dropout_rate=self._dropout,
             seed=self._dropout_seed(),
             training=training,
+            validate=False,  # checked by `call`, or by the blocks
         )
 
     def _dropout_seed(self):

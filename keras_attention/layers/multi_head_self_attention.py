@@ -250,6 +250,13 @@ class MultiHeadSelfAttention(MultiHeadAttention):
         query_mask = first_mask(query_mask, query)
         if key_mask is None and cache is None:
             key_mask = query_mask
+        self._check_masks(
+            query,
+            query if cache is None else cache[:, 0],
+            query_mask=query_mask,
+            key_mask=key_mask,
+            attention_mask=attention_mask,
+        )
         result = self._attention(
             query,
             query,

@@ -3,6 +3,7 @@ import keras
 from keras_attention.keras_compat import first_mask
 from keras_attention.layers.results import LayerResult
 from keras_attention.layers.transformer_layer_utils import TransformerBlockBase
+from keras_attention.validation import check_attention_mask
 from keras_attention.validation import check_cache
 from keras_attention.validation import check_mask
 
@@ -155,12 +156,20 @@ class TransformerDecoderBlock(TransformerBlockBase):
         self._check_call_arguments(
             decoder_sequence,
             encoder_sequence,
-            decoder_padding_mask,
-            encoder_padding_mask,
             self_attention_cache,
             self_attention_cache_update_index,
             cross_attention_cache,
             cross_attention_cache_update_index,
+        )
+        self._check_decoder_masks(
+            decoder_sequence,
+            encoder_sequence,
+            decoder_padding_mask,
+            decoder_attention_mask,
+            encoder_padding_mask,
+            encoder_attention_mask,
+            self_attention_cache,
+            cross_attention_cache,
         )
         result = self._forward(
             decoder_sequence,
@@ -179,12 +188,53 @@ class TransformerDecoderBlock(TransformerBlockBase):
         )
         return result.keras_outputs(return_attention_scores)
 
-    def _check_call_arguments(
+    def _check_decoder_masks(
         self,
         decoder_sequence,
         encoder_sequence,
         decoder_padding_mask,
+        decoder_attention_mask,
         encoder_padding_mask,
+        encoder_attention_mask,
+        self_attention_cache,
+        cross_attention_cache,
+    ):
+        """The masks, under the names the caller used: the self-attention's
+        keys are the decoder positions (or the cache's), the
+        cross-attention's the encoder positions (or the cross cache's)."""
+        batch, length = decoder_sequence.shape[0], decoder_sequence.shape[1]
+        if decoder_padding_mask is not None:
+            check_mask("decoder_padding_mask", decoder_padding_mask, (batch, length))
+        for name, mask, keys in (
+            ("decoder", decoder_attention_mask, self_attention_cache),
+            ("encoder", encoder_attention_mask, cross_attention_cache),
+        ):
+            if keys is None:
+                keys = decoder_sequence if name == "decoder" else encoder_sequence
+            else:
+                keys = keys[:, 0]  # (B, S_max, N, H)
+            if (
+                name == "encoder"
+                and encoder_padding_mask is not None
+                and keys is not None
+            ):
+                check_mask(
+                    "encoder_padding_mask", encoder_padding_mask, (batch, keys.shape[1])
+                )
+            if mask is not None and keys is not None:
+                check_attention_mask(
+                    f"{name}_attention_mask",
+                    mask,
+                    batch,
+                    self.num_heads,
+                    length,
+                    keys.shape[1],
+                )
+
+    def _check_call_arguments(
+        self,
+        decoder_sequence,
+        encoder_sequence,
         self_attention_cache,
         self_attention_cache_update_index,
         cross_attention_cache,
@@ -192,18 +242,6 @@ class TransformerDecoderBlock(TransformerBlockBase):
     ):
         """Each argument checked once, under the name the caller used."""
         batch = decoder_sequence.shape[0]
-        if decoder_padding_mask is not None:
-            check_mask(
-                "decoder_padding_mask",
-                decoder_padding_mask,
-                tuple(decoder_sequence.shape[:2]),
-            )
-        if encoder_padding_mask is not None and encoder_sequence is not None:
-            check_mask(
-                "encoder_padding_mask",
-                encoder_padding_mask,
-                tuple(encoder_sequence.shape[:2]),
-            )
         has_encoder = encoder_sequence is not None or cross_attention_cache is not None
         if has_encoder:
             self._require_cross_attention()

@@ -5,7 +5,7 @@ from keras_attention.keras_compat import first_mask
 from keras_attention.layers.results import LayerResult
 from keras_attention.layers.transformer_encoder_block import TransformerEncoderBlock
 from keras_attention.layers.transformer_layer_utils import TransformerStackBase
-from keras_attention.validation import check_mask
+from keras_attention.layers.transformer_layer_utils import check_self_attention_masks
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -72,8 +72,9 @@ class TransformerEncoder(TransformerStackBase):
         return_attention_scores=False,
     ):
         padding_mask = first_mask(padding_mask, inputs)
-        if padding_mask is not None:
-            check_mask("padding_mask", padding_mask, tuple(inputs.shape[:2]))
+        check_self_attention_masks(
+            inputs, padding_mask, attention_mask, self.num_heads, ""
+        )
         x = inputs  # (B, T, D)
         weights = []
         for block in self.blocks:

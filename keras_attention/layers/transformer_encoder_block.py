@@ -3,7 +3,6 @@ import keras
 from keras_attention.keras_compat import first_mask
 from keras_attention.layers.results import LayerResult
 from keras_attention.layers.transformer_layer_utils import TransformerBlockBase
-from keras_attention.validation import check_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -88,8 +87,7 @@ class TransformerEncoderBlock(TransformerBlockBase):
         return_attention_scores=False,
     ):
         padding_mask = first_mask(padding_mask, inputs)
-        if padding_mask is not None:
-            check_mask("padding_mask", padding_mask, tuple(inputs.shape[:2]))
+        self._check_masks(inputs, padding_mask, attention_mask)
         result = self._forward(
             inputs,
             padding_mask=padding_mask,

@@ -8,6 +8,8 @@ from keras_attention.layers.initializers import fresh_initializer
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
 from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attention.ops import check_attention_impl
+from keras_attention.validation import check_attention_mask
+from keras_attention.validation import check_mask
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rank
 from keras_attention.validation import check_rate
@@ -28,6 +30,18 @@ def head_size(name, shape, num_heads):
             f"`num_heads`={num_heads}. Received: {name}.shape={tuple(shape)}"
         )
     return width // num_heads
+
+
+def check_self_attention_masks(inputs, padding_mask, attention_mask, heads, prefix):
+    """`{prefix}padding_mask` `(B, T)` and `{prefix}attention_mask` (`(T, T)`,
+    `(B, T, T)` or `(B, N, T, T)`) of a self-attention over `inputs`."""
+    batch, length = inputs.shape[0], inputs.shape[1]
+    if padding_mask is not None:
+        check_mask(f"{prefix}padding_mask", padding_mask, (batch, length))
+    if attention_mask is not None:
+        check_attention_mask(
+            f"{prefix}attention_mask", attention_mask, batch, heads, length, length
+        )
 
 
 def offset_seed(seed, offset):
@@ -162,6 +176,12 @@ class TransformerBlockBase(FineTuningMixin, keras.layers.Layer):
         self._build_residual("feedforward", shape, _FEEDFORWARD)
 
     # -- the computation ----------------------------------------------------
+
+    def _check_masks(self, inputs, padding_mask, attention_mask, prefix=""):
+        """The encoder-style masks of a call, under the caller's names."""
+        check_self_attention_masks(
+            inputs, padding_mask, attention_mask, self.num_heads, prefix
+        )
 
     def _residual(self, prefix, x, sublayer, training):
         """`LN(x + Drop(f(x)))` (post-LN) or `x + Drop(f(LN(x)))` (pre-LN)."""

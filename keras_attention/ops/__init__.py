@@ -16,6 +16,7 @@ from keras_attention.ops.chunked_attention import dropout_keep_mask
 from keras_attention.ops.loops import recurrence
 from keras_attention.ops.masks import band_mask
 from keras_attention.ops.masks import causal_mask
+from keras_attention.ops.masks import check_attention_masks
 from keras_attention.ops.masks import check_mask
 from keras_attention.ops.masks import chosen_positions_mask
 from keras_attention.ops.masks import compute_attention_mask
@@ -37,6 +38,7 @@ __all__ = [
     "band_mask",
     "causal_mask",
     "check_attention_impl",
+    "check_attention_masks",
     "check_mask",
     "choose_attention_impl",
     "chosen_positions_mask",

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attention.ops.chunked_attention import chunked_attention
+from keras_attention.ops.masks import check_attention_masks
 from keras_attention.ops.masks import compute_attention_mask
 from keras_attention.ops.masks import merge_masks
 from keras_attention.ops.softmax import PROBABILITIES
@@ -280,6 +281,7 @@ def multi_head_attention(
     dropout_rate=0.0,
     seed=None,
     training=False,
+    validate=True,
 ):
     """Multi-head attention with its masks, on the dense or chunked path.
 
@@ -306,6 +308,8 @@ def multi_head_attention(
             draws it with `keras.random.dropout`, the chunked path with
             `chunked_attention`'s hash of the coordinates (the same
             distribution, a different stream).
+        validate: check the masks; the layers, which check their own
+            arguments under the names the caller used, pass `False`.
 
     Returns:
         `(output, weights)`: `(B, T, N, Hv)` and float32 `(B, N, T, S)`,
@@ -322,15 +326,16 @@ def multi_head_attention(
         value_mask=value_mask,
         key_mask=key_mask,
         attention_mask=attention_mask,
-        num_heads=query.shape[2],
     )
+    if validate:
+        check_attention_masks(query, key, **masks, num_heads=query.shape[2])
     positional = dict(
         use_causal_mask=use_causal_mask,
         causal_offset=causal_offset,
         sliding_window=sliding_window,
     )
     if impl == "dense":
-        mask = compute_attention_mask(query, key, **masks, **positional)
+        mask = compute_attention_mask(query, key, **masks, **positional, validate=False)
         if mask is not None and len(mask.shape) == 3:
             mask = mask[:, None]  # (B, 1, T, S): the same for every head
         return dot_product_attention(
@@ -343,9 +348,7 @@ def multi_head_attention(
             training=training,
             return_weights=return_weights,
         )
-    # Validate the masks' shapes as the dense path does; the (B, T, S) mask
-    # itself is never built.
-    compute_attention_mask(query, key, **masks)
+    # The (B, T, S) mask is never built on the chunked path.
     output = _chunked(
         query, key, value, masks, positional, dropout_rate, seed, training
     )

@@ -78,6 +78,7 @@ def compute_attention_mask(
     causal_offset=0,
     sliding_window=None,
     num_heads=None,
+    validate=True,
 ):
     """Combine every mask source into one boolean mask, or `None`.
 
@@ -97,22 +98,23 @@ def compute_attention_mask(
         sliding_window: `None` or an int `w`: query `i` sees keys
             `|j - i| < w` (see `sliding_window_mask`).
         num_heads: allows a per-head `attention_mask`.
+        validate: check the masks (`check_attention_masks`); callers that
+            checked them already, under their own argument names, pass
+            `False` so that each argument is checked once.
 
     Returns:
         A mask broadcastable to `(B, T, S)`, or to `(B, N, T, S)` when
         `attention_mask` has rank 4.
     """
-    q_shape = tuple(query.shape)
-    v_shape = tuple(value.shape)
-    batch = q_shape[0] if q_shape else None
-    t, s = q_shape[1], v_shape[1]
+    if validate:
+        check_attention_masks(
+            query, value, query_mask, value_mask, key_mask, attention_mask, num_heads
+        )
     mask = None
     if query_mask is not None:
-        check_mask("query_mask", query_mask, (batch, t))
         mask = ops.cast(query_mask, "bool")[:, :, None]
-    for name, m in (("value_mask", value_mask), ("key_mask", key_mask)):
+    for m in (value_mask, key_mask):
         if m is not None:
-            check_mask(name, m, (batch, s))
             mask = merge_masks(mask, ops.cast(m, "bool")[:, None, :])
     q_len, v_len = ops.shape(query)[1], ops.shape(value)[1]
     if use_causal_mask:
@@ -121,12 +123,32 @@ def compute_attention_mask(
         band = sliding_window_mask(q_len, v_len, sliding_window, causal_offset)
         mask = merge_masks(mask, band[None])
     if attention_mask is not None:
-        check_attention_mask("attention_mask", attention_mask, batch, num_heads, t, s)
         attention_mask = ops.cast(attention_mask, "bool")
         if len(attention_mask.shape) == 4 and mask is not None:
             mask = mask[:, None]  # (B, 1, T, S): the same for every head
         mask = merge_masks(mask, attention_mask)
     return mask
+
+
+def check_attention_masks(
+    query,
+    value,
+    query_mask=None,
+    value_mask=None,
+    key_mask=None,
+    attention_mask=None,
+    num_heads=None,
+):
+    """Check the masks of an attention call (dtype and static shape) under
+    the names of `compute_attention_mask`'s arguments."""
+    batch, t, s = query.shape[0], query.shape[1], value.shape[1]
+    if query_mask is not None:
+        check_mask("query_mask", query_mask, (batch, t))
+    for name, m in (("value_mask", value_mask), ("key_mask", key_mask)):
+        if m is not None:
+            check_mask(name, m, (batch, s))
+    if attention_mask is not None:
+        check_attention_mask("attention_mask", attention_mask, batch, num_heads, t, s)
 
 
 def pointer_step_mask(chosen, end_position=None):
