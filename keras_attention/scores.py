@@ -23,6 +23,8 @@ import math
 import keras
 from keras import ops
 
+from keras_attention.initializers import fresh_initializer
+
 
 def _check_rank3(name, shape):
     if len(shape) != 3:
@@ -213,15 +215,19 @@ class Additive(Score):
         self.key_kernel = self.add_weight(
             name="key_kernel",
             shape=(key_shape[-1], units),
-            initializer=self.kernel_initializer,
+            initializer=fresh_initializer(self.kernel_initializer, 0),
         )
         self.query_kernel = self.add_weight(
             name="query_kernel",
             shape=(query_shape[-1], units),
-            initializer=self.kernel_initializer,
+            initializer=fresh_initializer(self.kernel_initializer, 1),
         )
+        # W, U and v each draw their own values: one initializer instance
+        # returns the same ones every call (W = U when the widths match).
         self.v = self.add_weight(
-            name="v", shape=(units,), initializer=self.kernel_initializer
+            name="v",
+            shape=(units,),
+            initializer=fresh_initializer(self.kernel_initializer, 2),
         )
         if self.normalize:
             self.g = self.add_weight(

@@ -2,10 +2,10 @@ import keras
 from keras import ops
 
 from keras_attention import ops as ka_ops
+from keras_attention.initializers import fresh_initializer
 from keras_attention.keras_compat import first_mask
 from keras_attention.keras_compat import trace_output_spec
 from keras_attention.layers.fine_tuning import FineTuningMixin
-from keras_attention.layers.initializers import fresh_initializer
 from keras_attention.layers.results import LayerResult
 from keras_attention.validation import check_cache
 from keras_attention.validation import check_index

@@ -1,8 +1,8 @@
 import keras
 from keras import ops
 
+from keras_attention.initializers import BlockInitializer
 from keras_attention.keras_compat import first_mask
-from keras_attention.layers.initializers import BlockInitializer
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
 from keras_attention.validation import check_rank
 

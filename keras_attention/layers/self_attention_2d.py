@@ -2,6 +2,7 @@ import keras
 from keras import ops
 
 from keras_attention import ops as ka_ops
+from keras_attention.initializers import fresh_initializer
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rank
 
@@ -77,14 +78,14 @@ class SelfAttention2D(keras.layers.Layer):
         self.use_spectral_norm = use_spectral_norm
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
-    def _conv(self, filters, name):
+    def _conv(self, filters, name, index):
         conv = keras.layers.Conv2D(
             filters,
             1,
             use_bias=False,
-            kernel_initializer=keras.initializers.get(
-                keras.initializers.serialize(self.kernel_initializer)
-            ),
+            # Each convolution draws its own values, also from a seeded
+            # initializer (a copy with the same seed would repeat them).
+            kernel_initializer=fresh_initializer(self.kernel_initializer, index),
             dtype=self.dtype_policy,
             name=name,
         )
@@ -119,10 +120,10 @@ class SelfAttention2D(keras.layers.Layer):
         channels = input_shape[-1]
         qk = channels // self.channels_reduction
         v = channels // self.value_channels_reduction
-        self.query_conv = self._conv(qk, "query")  # f
-        self.key_conv = self._conv(qk, "key")  # g
-        self.value_conv = self._conv(v, "value")  # h
-        self.output_conv = self._conv(channels, "output")  # W_o
+        self.query_conv = self._conv(qk, "query", 0)  # f
+        self.key_conv = self._conv(qk, "key", 1)  # g
+        self.value_conv = self._conv(v, "value", 2)  # h
+        self.output_conv = self._conv(channels, "output", 3)  # W_o
         self.query_conv.build(input_shape)
         self.key_conv.build(input_shape)
         self.value_conv.build(input_shape)
