@@ -6,7 +6,6 @@ from keras_attention.layers.results import LayerResult
 from keras_attention.layers.transformer_decoder_block import TransformerDecoderBlock
 from keras_attention.layers.transformer_layer_utils import TransformerStackBase
 from keras_attention.layers.transformer_layer_utils import head_size
-from keras_attention.validation import check_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -118,18 +117,6 @@ class TransformerDecoder(TransformerStackBase):
         cross_attention_cache,
     ):
         batch = decoder_sequence.shape[0]
-        if decoder_padding_mask is not None:
-            check_mask(
-                "decoder_padding_mask",
-                decoder_padding_mask,
-                tuple(decoder_sequence.shape[:2]),
-            )
-        if encoder_padding_mask is not None and encoder_sequence is not None:
-            check_mask(
-                "encoder_padding_mask",
-                encoder_padding_mask,
-                tuple(encoder_sequence.shape[:2]),
-            )
         if cache is not None:
             self._check_cache("cache", cache, batch)
         elif cache_update_index is not None:
@@ -148,6 +135,18 @@ class TransformerDecoder(TransformerStackBase):
                     "This decoder has cross-attention: pass `encoder_sequence` "
                     "or `cross_attention_cache`. Received: encoder_sequence=None"
                 )
+        # The masks as the first block checks them (every block sees the
+        # same ones).
+        self.blocks[0]._check_decoder_masks(
+            decoder_sequence,
+            encoder_sequence,
+            decoder_padding_mask,
+            None,
+            encoder_padding_mask,
+            None,
+            None if cache is None else cache[:, 0],
+            None if cross_attention_cache is None else cross_attention_cache[:, 0],
+        )
 
     def call(
         self,

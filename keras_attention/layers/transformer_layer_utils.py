@@ -49,7 +49,25 @@ def offset_seed(seed, offset):
     return None if seed is None else seed + offset
 
 
-class TransformerBlockBase(FineTuningMixin, keras.layers.Layer):
+class SequenceLayerMixin:
+    """The shape, mask and spec rules of a layer whose output is its first
+    input's shape, with that input's Keras mask (private)."""
+
+    def compute_mask(self, inputs, previous_mask=None):
+        return previous_mask
+
+    def compute_output_shape(self, *shapes, **named_shapes):
+        # The output has the shape of the first input (`inputs` or
+        # `decoder_sequence`), however the shapes are passed (Keras'
+        # `summary` passes the build shapes by name).
+        return (list(shapes) + list(named_shapes.values()))[0]
+
+    def compute_output_spec(self, *args, **kwargs):
+        # Traced from `call`: the weights and caches when asked for.
+        return trace_output_spec(self, *args, **kwargs)
+
+
+class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Layer):
     """What the encoder and decoder blocks share (private base class).
 
     The constructor arguments and their config, the sublayers of the
@@ -284,19 +302,6 @@ class TransformerBlockBase(FineTuningMixin, keras.layers.Layer):
         """The `MultiHeadSelfAttention` sublayer."""
         return self._self_attention_layer
 
-    def compute_mask(self, inputs, previous_mask=None):
-        return previous_mask
-
-    def compute_output_shape(self, *shapes, **named_shapes):
-        # The output has the shape of the first input (`inputs` or
-        # `decoder_sequence`), however the shapes are passed (Keras'
-        # `summary` passes the build shapes by name).
-        return (list(shapes) + list(named_shapes.values()))[0]
-
-    def compute_output_spec(self, *args, **kwargs):
-        # Traced from `call`: the weights and caches when asked for.
-        return trace_output_spec(self, *args, **kwargs)
-
     def get_config(self):
         return {
             **super().get_config(),
@@ -325,7 +330,7 @@ def _get_initializer(name, value):
         ) from error
 
 
-class TransformerStackBase(FineTuningMixin, keras.layers.Layer):
+class TransformerStackBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Layer):
     """What the encoder and decoder stacks share (private base class):
     `num_layers` blocks of `block_class` with the same arguments, each with
     initializers and dropout seeds of its own, and a final LayerNorm after
@@ -370,18 +375,6 @@ class TransformerStackBase(FineTuningMixin, keras.layers.Layer):
         )
         kwargs["seed"] = offset_seed(self.seed, 100 * i)
         return self.block_class(**kwargs, dtype=self.dtype_policy, name=f"block_{i}")
-
-    def compute_mask(self, inputs, previous_mask=None):
-        return previous_mask
-
-    def compute_output_shape(self, *shapes, **named_shapes):
-        # The output has the shape of the first input (`inputs` or
-        # `decoder_sequence`), however the shapes are passed (Keras'
-        # `summary` passes the build shapes by name).
-        return (list(shapes) + list(named_shapes.values()))[0]
-
-    def compute_output_spec(self, *args, **kwargs):
-        return trace_output_spec(self, *args, **kwargs)
 
     def get_config(self):
         return {
