@@ -69,7 +69,9 @@ def test_fused_self_attention_converts_both_ways(rng):
     fused(x)
     keras_layer = fused.to_multi_head_attention().to_keras()
     assert type(keras_layer) is keras.layers.MultiHeadAttention
-    np.testing.assert_allclose(keras_layer(x, x), fused(x), atol=1e-5)
+    # Keras' einsum path: on JAX its fused path fails when value_dim != key_dim.
+    keras_output = keras_layer(x, x, return_attention_scores=True)[0]
+    np.testing.assert_allclose(keras_output, fused(x), atol=1e-5)
     again = ka.layers.MultiHeadSelfAttention.from_multi_head_attention(keras_layer)
     for a, b in zip(again.get_weights(), fused.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
