@@ -20,10 +20,11 @@ three vertices), averaged.
 
 Measured at n=10 (mean hull size 6.0), 10,000 fresh test sets, one seed each,
 10 epochs of 500 batches of 128 from a pool of 100,000 sets, 2 shared CPU
-cores (load ~8):
+cores (load ~6; keras_attention 0.2.0, 2026-11-30, where the additive
+score's W and U no longer start equal; 0.1.0 gave 71.5%, 63.8% and 68.8%):
 
-    defaults (LSTM 128):         71.5% exact (beam 3: 71.9%), area 99.1%; 455 s
-    --glimpse:                   63.8% exact (beam 3: 64.5%), area 98.2%; 501 s
+    defaults (LSTM 128):         71.65% exact (beam 3: 72.19%), area 99.14%; 452 s
+    --glimpse:                   64.16% exact (beam 3: 64.77%), area 98.28%; 631 s
     --bidirectional --glimpse:   68.8% exact (beam 3: 69.5%), area 98.7%; 626 s
 
 For comparison, Vinyals et al. (2015) report 72.6% exact and 99.9% area at
