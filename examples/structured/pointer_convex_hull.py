@@ -25,7 +25,7 @@ score's W and U no longer start equal; 0.1.0 gave 71.5%, 63.8% and 68.8%):
 
     defaults (LSTM 128):         71.65% exact (beam 3: 72.19%), area 99.14%; 452 s
     --glimpse:                   64.16% exact (beam 3: 64.77%), area 98.28%; 631 s
-    --bidirectional --glimpse:   68.8% exact (beam 3: 69.5%), area 98.7%; 626 s
+    --bidirectional --glimpse:   69.52% exact (beam 3: 69.98%), area 99.06%; 632 s
 
 For comparison, Vinyals et al. (2015) report 72.6% exact and 99.9% area at
 n=50, with a 512-unit LSTM trained on 1M examples for much longer; their
