@@ -80,12 +80,12 @@ docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve
 
 lint: $(STAMP)
-	$(PY) -m ruff check keras_attention tests examples benchmarks docs/figures.py
-	$(PY) -m ruff format --check keras_attention tests examples benchmarks docs/figures.py
+	$(PY) -m ruff check keras_attention tests examples benchmarks docs/figures.py tools
+	$(PY) -m ruff format --check keras_attention tests examples benchmarks docs/figures.py tools
 
 format: $(STAMP)
-	$(PY) -m ruff check --fix keras_attention tests examples benchmarks docs/figures.py
-	$(PY) -m ruff format keras_attention tests examples benchmarks docs/figures.py
+	$(PY) -m ruff check --fix keras_attention tests examples benchmarks docs/figures.py tools
+	$(PY) -m ruff format keras_attention tests examples benchmarks docs/figures.py tools
 
 clean:
 	rm -rf $(VENV) outputs site .pytest_cache .ruff_cache

@@ -1,6 +1,6 @@
 """The Keras internals the package relies on, in one place.
 
-Keras 3 has no public function to read or attach the mask that
+Keras 3 has no public function to read the mask that
 `Embedding(mask_zero=True)` puts on a tensor. `keras.src.backend.get_keras_mask`
 is what Keras' own layers (`MultiHeadAttention`) and keras-hub's use: it
 reads the tensor's attribute or, for tensors that cannot carry attributes
@@ -16,17 +16,12 @@ cache and says the scores have the compute dtype; ours are float32.
 
 import keras
 from keras.src.backend import get_keras_mask as _get_keras_mask
-from keras.src.backend import set_keras_mask as _set_keras_mask
 from keras.src.ops.operation import Operation as _Operation
 
 
 def get_keras_mask(x):
     """The Keras mask attached to `x`, or `None` (also for `x=None`)."""
     return None if x is None else _get_keras_mask(x)
-
-
-def set_keras_mask(x, mask):
-    _set_keras_mask(x, mask)
 
 
 def first_mask(explicit, tensor):
