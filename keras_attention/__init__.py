@@ -3,6 +3,7 @@
 from keras_attention import decoding as decoding
 from keras_attention import layers as layers
 from keras_attention import models as models
+from keras_attention import modifiers as modifiers
 from keras_attention import ops as ops
 from keras_attention import scores as scores
 from keras_attention import testing as testing

@@ -5,9 +5,11 @@ from keras_attention.ops.attention import CHUNKED_MIN_SIZE
 from keras_attention.ops.attention import attention
 from keras_attention.ops.attention import attention_weights
 from keras_attention.ops.attention import check_attention_impl
+from keras_attention.ops.attention import check_key_value_heads
 from keras_attention.ops.attention import choose_attention_impl
 from keras_attention.ops.attention import dot_product_attention
 from keras_attention.ops.attention import multi_head_attention
+from keras_attention.ops.attention import repeat_key_value_heads
 from keras_attention.ops.attention import weighted_sum
 from keras_attention.ops.cache import update_cache
 from keras_attention.ops.cache import written_positions_mask
@@ -24,12 +26,22 @@ from keras_attention.ops.masks import merge_masks
 from keras_attention.ops.masks import padding_mask
 from keras_attention.ops.masks import pointer_step_mask
 from keras_attention.ops.masks import sliding_window_mask
+from keras_attention.ops.modifiers import alibi_slopes
+from keras_attention.ops.modifiers import position_indices
+from keras_attention.ops.modifiers import relative_position_bucket
+from keras_attention.ops.rotary import rotary_embedding
 from keras_attention.ops.softmax import MASK_VALUE
 from keras_attention.ops.softmax import hardmax
 from keras_attention.ops.softmax import masked_log_softmax
 from keras_attention.ops.softmax import masked_softmax
 
 __all__ = [
+    "alibi_slopes",
+    "check_key_value_heads",
+    "position_indices",
+    "relative_position_bucket",
+    "repeat_key_value_heads",
+    "rotary_embedding",
     "ATTENTION_IMPLS",
     "CHUNKED_MIN_SIZE",
     "MASK_VALUE",

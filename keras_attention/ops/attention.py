@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attention.ops import modifiers as modifier_ops
 from keras_attention.ops.chunked_attention import chunked_attention
 from keras_attention.ops.masks import check_attention_masks
 from keras_attention.ops.masks import compute_attention_mask
@@ -87,6 +88,9 @@ def dot_product_attention(
     seed=None,
     training=False,
     return_weights=True,
+    score_modifier=None,
+    mask_modifier=None,
+    query_offset=0,
 ):
     """Multi-head scaled dot-product attention (Vaswani et al., 2017).
 
@@ -94,15 +98,23 @@ def dot_product_attention(
 
     Args:
         query: `(B, T, N, H)`.
-        key: `(B, S, N, H)`.
-        value: `(B, S, N, Hv)`.
+        key: `(B, S, G, H)`: `G = N` heads, or `G` dividing `N` for grouped-
+            query attention (Ainslie et al., 2023; `G = 1` is multi-query
+            attention): query head `n` attends with key/value head
+            `n // (N / G)`.
+        value: `(B, S, G, Hv)`.
         mask: boolean, broadcastable to `(B, N, T, S)`; a `(B, T, S)` mask
             must be expanded by the caller (`mask[:, None]`).
         scale: multiplier of the logits; `1 / sqrt(H)` when `None`.
         dropout_rate, seed, training: attention dropout on the weights.
         return_weights: `False` returns `None` for the weights and, without
-            active dropout, takes a backward pass written by hand (the same
-            gradients, less memory traffic).
+            active dropout or modifiers, takes a backward pass written by
+            hand (the same gradients, less memory traffic).
+        score_modifier, mask_modifier: see `keras_attention.ops.modifiers`;
+            they see query positions `query_offset + [0, T)` and key
+            positions `[0, S)`.
+        query_offset: absolute position of the first query (the cache
+            index while decoding).
 
     float16 inputs are multiplied in float32, so that activations of large
     magnitude cannot overflow in `Q K^T` before the float32 softmax;
@@ -122,6 +134,7 @@ def dot_product_attention(
             "(T, S); expand a (B, T, S) mask with `mask[:, None]`. "
             f"Received: mask.shape={tuple(mask.shape)}"
         )
+    groups = check_key_value_heads(query, key, value)
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
     dtypes = {keras.backend.standardize_dtype(x.dtype) for x in (query, key)}
@@ -131,28 +144,96 @@ def dot_product_attention(
         # float32 range and stays in low precision.
         query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
     query = query * ops.cast(scale, query.dtype)
+    modifiers = dict(
+        score_modifier=score_modifier,
+        mask_modifier=mask_modifier,
+        query_offset=query_offset,
+    )
     if query.shape[1] == 1:
-        # One query per head, as in every step of cached decoding: two
-        # matrix-vector products, bound by reading K and V. As
-        # multiply-and-sum they are one fused pass over K and V each (under
-        # XLA, straight out of a cache buffer), where an einsum would first
-        # copy both into the batched-matmul layout.
-        logits = ops.sum(query * key, axis=-1)  # (B, S, N)
-        logits = ops.transpose(logits, (0, 2, 1))[:, :, None, :]  # (B, N, 1, S)
-        weights = masked_softmax(logits, mask)
-        used = _dropout(weights, dropout_rate, seed, training)
-        per_key = ops.transpose(used[:, :, 0, :], (0, 2, 1))[..., None]
-        output = ops.sum(
-            ops.cast(per_key, value.dtype) * value, axis=1, keepdims=True
-        )  # (B, 1, N, Hv)
-        return output, (weights if return_weights else None)
-    if not return_weights and not (training and dropout_rate > 0):
+        return _single_query_attention(
+            query,
+            key,
+            value,
+            mask,
+            (dropout_rate, seed, training),
+            modifiers,
+            return_weights,
+        )
+    key, value = (
+        repeat_key_value_heads(key, groups),
+        repeat_key_value_heads(value, groups),
+    )
+    plain = score_modifier is None and mask_modifier is None
+    if plain and not return_weights and not (training and dropout_rate > 0):
         return _softmax_attention(query, key, value, mask), None
     logits = ops.einsum("btnh,bsnh->bnts", query, key)  # (B, N, T, S)
-    weights = masked_softmax(logits, mask)
+    weights = _modified_softmax(logits, mask, **modifiers)
     used = _dropout(weights, dropout_rate, seed, training)
     output = ops.einsum("bnts,bsnh->btnh", ops.cast(used, value.dtype), value)
     return output, weights
+
+
+def _modified_softmax(logits, mask, score_modifier, mask_modifier, query_offset):
+    """`masked_softmax` of float32 logits `(B, N, T, S)` after the modifiers."""
+    logits = ops.cast(logits, "float32")
+    q_len, s_len = ops.shape(logits)[2], ops.shape(logits)[3]
+    q_pos = ops.cast(query_offset, "int32") + ops.arange(q_len, dtype="int32")
+    logits, extra = modifier_ops.modify(
+        logits,
+        score_modifier,
+        mask_modifier,
+        q_pos,
+        ops.arange(s_len, dtype="int32"),
+    )
+    return masked_softmax(logits, merge_masks(mask, extra))
+
+
+def _single_query_attention(
+    query, key, value, mask, dropout, modifiers, return_weights
+):
+    """One query per head, as in every step of cached decoding.
+
+    Two matrix-vector products, bound by reading K and V. As
+    multiply-and-sum they are one fused pass over K and V each (under XLA,
+    straight out of a cache buffer), where an einsum would first copy both
+    into the batched-matmul layout. With grouped key/value heads the query
+    heads are grouped instead, so the (smaller) cache is never repeated.
+    """
+    batch, heads, head_dim = ops.shape(query)[0], query.shape[2], query.shape[3]
+    groups = key.shape[2]
+    q = ops.reshape(query, (batch, 1, groups, heads // groups, head_dim))
+    logits = ops.sum(q * key[:, :, :, None, :], axis=-1)  # (B, S, G, N/G)
+    logits = ops.reshape(logits, (batch, -1, heads))  # (B, S, N)
+    logits = ops.transpose(logits, (0, 2, 1))[:, :, None, :]  # (B, N, 1, S)
+    weights = _modified_softmax(logits, mask, **modifiers)
+    used = _dropout(weights, *dropout)
+    per_key = ops.transpose(used[:, :, 0, :], (0, 2, 1))  # (B, S, N)
+    per_key = ops.reshape(per_key, (batch, -1, groups, heads // groups, 1))
+    output = ops.sum(
+        ops.cast(per_key, value.dtype) * value[:, :, :, None, :], axis=1
+    )  # (B, G, N/G, Hv)
+    output = ops.reshape(output, (batch, 1, heads, value.shape[-1]))
+    return output, (weights if return_weights else None)
+
+
+def check_key_value_heads(query, key, value):
+    """`N / G`, the query heads per key/value head; ValueError unless the
+    `G` key/value heads divide the `N` query heads."""
+    heads, groups = query.shape[2], key.shape[2]
+    if value.shape[2] != groups or heads % groups:
+        raise ValueError(
+            "The key/value heads must be equal in `key` and `value` and divide "
+            "the query heads. Received: query.shape="
+            f"{tuple(query.shape)}, key.shape={tuple(key.shape)}, "
+            f"value.shape={tuple(value.shape)}"
+        )
+    return heads // groups
+
+
+def repeat_key_value_heads(x, repeats):
+    """`(B, S, G, H)` -> `(B, S, G * repeats, H)`, each head repeated in place
+    (query head `n` uses key/value head `n // repeats`)."""
+    return x if repeats == 1 else ops.repeat(x, repeats, axis=2)
 
 
 def _dropout(weights, rate, seed, training):
@@ -282,6 +363,8 @@ def multi_head_attention(
     seed=None,
     training=False,
     validate=True,
+    score_modifier=None,
+    mask_modifier=None,
 ):
     """Multi-head attention with its masks, on the dense or chunked path.
 
@@ -291,8 +374,9 @@ def multi_head_attention(
 
     Args:
         query: `(B, T, N, H)`.
-        key: `(B, S, N, H)`.
-        value: `(B, S, N, Hv)`.
+        key: `(B, S, G, H)`, `G` dividing `N` (grouped-query attention when
+            `G < N`, see `dot_product_attention`).
+        value: `(B, S, G, Hv)`.
         query_mask: `(B, T)`; padded queries attend to nothing (output 0).
         value_mask, key_mask: `(B, S)` (or `(1, S)`); padded keys get zero
             weight.
@@ -310,6 +394,9 @@ def multi_head_attention(
             distribution, a different stream).
         validate: check the masks; the layers, which check their own
             arguments under the names the caller used, pass `False`.
+        score_modifier, mask_modifier: see `keras_attention.ops.modifiers`;
+            the same on both paths, query positions offset by
+            `causal_offset`.
 
     Returns:
         `(output, weights)`: `(B, T, N, Hv)` and float32 `(B, N, T, S)`,
@@ -334,6 +421,7 @@ def multi_head_attention(
         causal_offset=causal_offset,
         sliding_window=sliding_window,
     )
+    modifiers = dict(score_modifier=score_modifier, mask_modifier=mask_modifier)
     if impl == "dense":
         mask = compute_attention_mask(query, key, **masks, **positional, validate=False)
         if mask is not None and len(mask.shape) == 3:
@@ -347,19 +435,25 @@ def multi_head_attention(
             seed=seed,
             training=training,
             return_weights=return_weights,
+            query_offset=causal_offset,
+            **modifiers,
         )
     # The (B, T, S) mask is never built on the chunked path.
+    groups = check_key_value_heads(query, key, value)
+    key = repeat_key_value_heads(key, groups)
+    value = repeat_key_value_heads(value, groups)
     output = _chunked(
-        query, key, value, masks, positional, dropout_rate, seed, training
+        query, key, value, masks, positional, (dropout_rate, seed, training), modifiers
     )
     if query_mask is not None:
         output = output * ops.cast(query_mask, output.dtype)[:, :, None, None]
     return output, None
 
 
-def _chunked(query, key, value, masks, positional, dropout_rate, seed, training):
+def _chunked(query, key, value, masks, positional, dropout, modifiers):
     """`chunked_attention` with the key padding merged into one `(B, S)` mask
     and a fresh dropout seed drawn from the caller's generator."""
+    dropout_rate, seed, training = dropout
     batch, s_len = ops.shape(key)[0], ops.shape(key)[1]
     key_mask = merge_masks(masks["value_mask"], masks["key_mask"])
     if key_mask is not None:
@@ -388,4 +482,5 @@ def _chunked(query, key, value, masks, positional, dropout_rate, seed, training)
         attention_mask=attention_mask,
         dropout_rate=rate,
         dropout_seed=dropout_seed,
+        **modifiers,
     )  # (B, T, N, Hv)

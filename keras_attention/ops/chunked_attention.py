@@ -27,6 +27,9 @@ import math
 
 from keras import ops
 
+from keras_attention.ops import modifiers as mods
+from keras_attention.ops.autodiff import hoist_parameters
+from keras_attention.ops.autodiff import linearize
 from keras_attention.ops.loops import sequential_fori_loop
 from keras_attention.ops.loops import sequential_map
 from keras_attention.ops.softmax import MASK_VALUE
@@ -139,6 +142,8 @@ def chunked_attention(
     scale=None,
     dropout_rate=0.0,
     dropout_seed=None,
+    score_modifier=None,
+    mask_modifier=None,
     query_chunk_size=512,
     key_chunk_size=512,
 ):
@@ -150,7 +155,8 @@ def chunked_attention(
         value: `(B, S, N, Hv)`.
         key_mask: boolean `(B, S)`, True = may attend (padding mask).
         causal: query `i` sees keys `j <= causal_offset + i`.
-        causal_offset: absolute position of the first query.
+        causal_offset: absolute position of the first query (the cache
+            index); the modifiers see query positions offset by it.
         attention_mask: boolean `(B, T, S)` or per head `(B, N, T, S)`
             (any dimension but T and S may be 1), True = may attend; any
             pattern.
@@ -163,6 +169,13 @@ def chunked_attention(
         dropout_seed: int tensor `(2,)` that, with the coordinates, fixes
             the dropout mask (`dropout_keep_mask`); needed when
             `dropout_rate > 0`.
+        score_modifier: `None` or `f(score, batch, head, query, key)`
+            applied to every scaled logit, block by block (see
+            `keras_attention.ops.modifiers`); its gradients, also into the
+            parameters it closes over, are taken in the backward pass.
+        mask_modifier: `None` or `f(batch, head, query, key) -> bool`;
+            key blocks outside its `key_range` are never visited, and
+            blocks it rules out entirely are skipped.
         query_chunk_size, key_chunk_size: block sizes; any lengths work
             (the last block is padded and masked).
 
@@ -170,6 +183,60 @@ def chunked_attention(
         `(B, T, N, Hv)` in the dtype of `value`. A query that sees no key
         gets zeros, as in `masked_softmax`.
     """
+    dropout_rate = _check_dropout(dropout_rate, dropout_seed)
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    blocks = _Blocks(
+        query,
+        key,
+        key_mask,
+        causal,
+        causal_offset,
+        attention_mask,
+        sliding_window,
+        mask_modifier,
+        int(min(query_chunk_size, query.shape[1] or query_chunk_size)),
+        int(min(key_chunk_size, key.shape[1] or key_chunk_size)),
+    )
+    score_fn, params = _score_function(score_modifier, blocks)
+    kernel = _Kernel(blocks, dropout_rate, dropout_seed)
+
+    @ops.custom_gradient
+    def _attend(q_in, k_in, v_in, *param_values):
+        score = None if score_fn is None else _bind(score_fn, param_values)
+        qb, _ = _chunks(ops.cast(q_in, "float32") * scale, blocks.cq)
+        kb, _ = _chunks(ops.cast(k_in, "float32"), blocks.ck)  # (nk, B, N, ck, H)
+        vb, _ = _chunks(ops.cast(v_in, "float32"), blocks.ck)
+        out_b, lse_b = kernel.forward(qb, kb, vb, score)
+        output = _unchunk(out_b, blocks.t_len)
+
+        def grad(*args, upstream=None, variables=None):
+            d_out = args[0] if upstream is None else upstream
+            dq_b, dk_b, dv_b, d_extra = kernel.backward(
+                qb,
+                kb,
+                vb,
+                (out_b, lse_b, d_out),
+                score_fn,
+                list(param_values),
+                list(variables or ()),
+            )
+            grads = (
+                ops.cast(_unchunk(dq_b, blocks.t_len) * scale, q_in.dtype),
+                ops.cast(_unchunk(dk_b, blocks.s_len), k_in.dtype),
+                ops.cast(_unchunk(dv_b, blocks.s_len), v_in.dtype),
+                *d_extra[: len(param_values)],
+            )
+            if variables:
+                return grads, list(d_extra[len(param_values) :])
+            return grads
+
+        return output, grad
+
+    return ops.cast(_attend(query, key, value, *params), value.dtype)
+
+
+def _check_dropout(dropout_rate, dropout_seed):
     dropout_rate = float(dropout_rate)
     if not 0.0 <= dropout_rate < 1.0:
         raise ValueError(
@@ -181,160 +248,257 @@ def chunked_attention(
             f"dropout_rate > 0. Received: dropout_rate={dropout_rate}, "
             "dropout_seed=None"
         )
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1])
-    out_dtype = value.dtype
-    t_len = ops.shape(query)[1]
-    s_len = ops.shape(key)[1]
-    batch = ops.shape(key)[0]
-    cq = int(min(query_chunk_size, query.shape[1] or query_chunk_size))
-    ck = int(min(key_chunk_size, key.shape[1] or key_chunk_size))
-    if key_mask is None:
-        key_mask = ops.ones((batch, s_len), dtype="bool")
-    offset = ops.cast(causal_offset, "int32")
+    return dropout_rate
 
-    n_q = (t_len + cq - 1) // cq
-    n_k = (s_len + ck - 1) // ck
-    valid = ops.pad(ops.cast(key_mask, "bool"), [[0, 0], [0, n_k * ck - s_len]])
-    valid = ops.transpose(ops.reshape(valid, (batch, n_k, ck)), (1, 0, 2))
-    explicit = None
-    if attention_mask is not None:
-        explicit = _chunk_mask(attention_mask, batch, t_len, s_len, cq, ck)
-    keep_scale = 1.0 / (1.0 - dropout_rate)
 
-    def positions(i, j):
-        q_pos = i * cq + ops.arange(cq, dtype="int32")
-        k_pos = j * ck + ops.arange(ck, dtype="int32")
+def _score_function(score_modifier, blocks):
+    """`(fn(score, b, h, q, k, *params), params)`: the score modifier with the
+    differentiable values it closes over made explicit (`hoist_parameters`);
+    `(None, [])` without a modifier."""
+    if score_modifier is None:
+        return None, []
+    example = (
+        ops.zeros((blocks.batch, blocks.heads, blocks.cq, blocks.ck), "float32"),
+        *mods.position_indices(
+            blocks.batch,
+            blocks.heads,
+            ops.zeros((blocks.cq,), "int32"),
+            ops.zeros((blocks.ck,), "int32"),
+        ),
+    )
+    return hoist_parameters(score_modifier, *example)
+
+
+def _bind(score_fn, param_values):
+    return lambda score, *indices: score_fn(score, *indices, *param_values)
+
+
+class _Blocks:
+    """The block grid: sizes, masks and which blocks can be skipped.
+
+    Query chunk `i` covers absolute positions `offset + i * cq + [0, cq)`,
+    key chunk `j` positions `j * ck + [0, ck)`.
+    """
+
+    def __init__(
+        self,
+        query,
+        key,
+        key_mask,
+        causal,
+        offset,
+        attention_mask,
+        sliding_window,
+        mask_modifier,
+        cq,
+        ck,
+    ):
+        self.cq, self.ck = cq, ck
+        self.t_len, self.s_len = ops.shape(query)[1], ops.shape(key)[1]
+        self.batch, self.heads = ops.shape(key)[0], query.shape[2]
+        self.n_q = (self.t_len + cq - 1) // cq
+        self.n_k = (self.s_len + ck - 1) // ck
+        self.causal, self.window = causal, sliding_window
+        self.mask_modifier = mask_modifier
+        self.offset = ops.cast(offset, "int32")
+        if key_mask is None:
+            key_mask = ops.ones((self.batch, self.s_len), dtype="bool")
+        pad = [[0, 0], [0, self.n_k * ck - self.s_len]]
+        valid = ops.pad(ops.cast(key_mask, "bool"), pad)
+        valid = ops.reshape(valid, (self.batch, self.n_k, ck))
+        self.valid = ops.transpose(valid, (1, 0, 2))  # (nk, B, ck)
+        self.explicit = None
+        if attention_mask is not None:
+            self.explicit = _chunk_mask(
+                attention_mask, self.batch, self.t_len, self.s_len, cq, ck
+            )
+        # Blocks inside the key range may still be empty: test each one.
+        self.test_each = mask_modifier is not None or sliding_window is not None
+
+    def positions(self, i, j):
+        """Absolute query positions `(cq,)` and key positions `(ck,)`."""
+        q_pos = self.offset + i * self.cq + ops.arange(self.cq, dtype="int32")
+        k_pos = j * self.ck + ops.arange(self.ck, dtype="int32")
         return q_pos, k_pos
 
-    def block_mask(i, j):
-        """`(B, 1, cq, ck)` boolean mask of query chunk i against key chunk j."""
-        mask = ops.take(valid, j, axis=0)[:, None, None, :]
-        if causal or sliding_window is not None:
-            q_pos, k_pos = positions(i, j)
-            distance = (offset + q_pos)[:, None] - k_pos[None, :]  # (cq, ck)
-        if causal:
+    def indices(self, i, j):
+        """`(batch, head, query, key)` indices of block `(i, j)`."""
+        return mods.position_indices(self.batch, self.heads, *self.positions(i, j))
+
+    def mask(self, i, j):
+        """`(B', N', cq, ck)` boolean mask of query chunk i against key chunk j."""
+        mask = ops.take(self.valid, j, axis=0)[:, None, None, :]
+        q_pos, k_pos = self.positions(i, j)
+        distance = q_pos[:, None] - k_pos[None, :]  # (cq, ck)
+        if self.causal:
             mask = ops.logical_and(mask, (distance >= 0)[None, None])
-        if sliding_window is not None:
-            band = ops.abs(distance) < sliding_window
+        if self.window is not None:
+            band = ops.abs(distance) < self.window
             mask = ops.logical_and(mask, band[None, None])
-        if explicit is not None:
-            block = ops.take(ops.take(explicit, i, axis=0), j, axis=0)
+        if self.explicit is not None:
+            block = ops.take(ops.take(self.explicit, i, axis=0), j, axis=0)
             mask = ops.logical_and(mask, block)  # (B', N', cq, ck)
+        if self.mask_modifier is not None:
+            allowed = ops.cast(self.mask_modifier(*self.indices(i, j)), "bool")
+            mask = ops.logical_and(mask, allowed)
         return mask
 
-    def dropout_factor(i, j, heads):
-        """`(B, N, cq, ck)` float32: 0 where dropped, 1 / (1 - rate) kept."""
-        q_pos, k_pos = positions(i, j)
-        keep = dropout_keep_mask(dropout_seed, batch, heads, q_pos, k_pos, dropout_rate)
-        return ops.cast(keep, "float32") * keep_scale
+    def key_chunks(self, i):
+        """`(first, stop)`: the key chunks query chunk i may see at all,
+        from the causal mask, the window and the modifier's `key_range`."""
+        q_start = self.offset + i * self.cq
+        q_stop = q_start + self.cq
+        lo = ops.zeros((), "int32")
+        hi = ops.cast(self.s_len, "int32")
+        if self.causal:
+            hi = ops.minimum(hi, q_stop)
+        if self.window is not None:
+            lo = ops.maximum(lo, q_start - self.window + 1)
+            hi = ops.minimum(hi, q_stop + self.window - 1)
+        bounds = mods.key_range(self.mask_modifier, q_start, q_stop)
+        if bounds is not None:
+            lo, hi = ops.maximum(lo, bounds[0]), ops.minimum(hi, bounds[1])
+        first = ops.clip(lo // self.ck, 0, self.n_k)
+        stop = ops.clip((hi + self.ck - 1) // self.ck, first, self.n_k)
+        return first, stop
 
-    def key_chunks_for(i):
-        """Key chunks that query chunk i can see at all (causal skips)."""
-        if not causal:
-            return n_k
-        last_query = offset + (i + 1) * cq - 1
-        return ops.clip(last_query // ck + 1, 0, n_k)
-
-    def query_chunks_from(j):
+    def query_chunks_from(self, j):
         """First query chunk that can see key chunk j (causal skips)."""
-        if not causal:
+        if not self.causal:
             return 0
-        return ops.clip((j * ck - offset) // cq, 0, n_q)
+        return ops.clip((j * self.ck - self.offset) // self.cq, 0, self.n_q)
 
-    def logits_and_mask(q_i, kb, i, j):
-        k_j = ops.take(kb, j, axis=0)
-        logits = ops.einsum("bnqh,bnkh->bnqk", q_i, k_j)  # (B, N, cq, ck)
-        mask = block_mask(i, j)
+    def visible(self, i, j):
+        """Scalar bool: some query of chunk i may see some key of chunk j."""
+        first, stop = self.key_chunks(i)
+        inside = ops.logical_and(j >= first, j < stop)
+        if self.mask_modifier is None:
+            return inside
+        return ops.logical_and(inside, ops.any(self.mask(i, j)))
+
+
+def _when(condition, update, carry):
+    """`update(carry)` where `condition`, else `carry`: one branch runs."""
+    return ops.cond(condition, lambda: update(carry), lambda: carry)
+
+
+class _Kernel:
+    """The forward and backward block loops over a `_Blocks` grid."""
+
+    def __init__(self, blocks, dropout_rate, dropout_seed):
+        self.blocks = blocks
+        self.rate, self.seed = dropout_rate, dropout_seed
+        self.keep_scale = 1.0 / (1.0 - dropout_rate)
+
+    def dropout_factor(self, i, j):
+        """`(B, N, cq, ck)` float32: 0 where dropped, 1 / (1 - rate) kept."""
+        b = self.blocks
+        q_pos, k_pos = b.positions(i, j)
+        q_pos = q_pos - b.offset  # the coordinates are relative to the call
+        keep = dropout_keep_mask(self.seed, b.batch, b.heads, q_pos, k_pos, self.rate)
+        return ops.cast(keep, "float32") * self.keep_scale
+
+    def logits(self, q_i, k_j, i, j, score):
+        """Masked, modified logits `(B, N, cq, ck)` and the block mask."""
+        logits = ops.einsum("bnqh,bnkh->bnqk", q_i, k_j)
+        if score is not None:
+            logits = score(logits, *self.blocks.indices(i, j))
+        mask = self.blocks.mask(i, j)
         return ops.where(mask, logits, MASK_VALUE), mask
 
-    def forward(qb, kb, vb):
+    def forward(self, qb, kb, vb, score):
+        b = self.blocks
+
         def one_query_chunk(args):
             i, q_i = args
-            m0 = ops.full(
-                (batch, q_i.shape[1], cq), MASK_VALUE, "float32"
-            )  # (B, N, cq)
-            l0 = ops.zeros_like(m0)
-            acc0 = ops.zeros((batch, q_i.shape[1], cq, vb.shape[-1]), "float32")
+            m0 = ops.full((b.batch, b.heads, b.cq), MASK_VALUE, "float32")
+            acc0 = ops.zeros((b.batch, b.heads, b.cq, vb.shape[-1]), "float32")
+            init = (m0, ops.zeros_like(m0), acc0)
 
-            def body(j, carry):
+            def update(j, carry):
                 m, total, acc = carry
-                logits, mask = logits_and_mask(q_i, kb, i, j)
+                logits, mask = self.logits(q_i, ops.take(kb, j, axis=0), i, j, score)
                 m_new = ops.maximum(m, ops.max(logits, axis=-1))
                 p = ops.exp(logits - m_new[..., None]) * ops.cast(mask, "float32")
                 correction = ops.exp(m - m_new)
                 # The normaliser sums every weight; dropout only removes
                 # weights from the output.
                 total = total * correction + ops.sum(p, axis=-1)
-                if dropout_rate > 0:
-                    p = p * dropout_factor(i, j, q_i.shape[1])
+                if self.rate > 0:
+                    p = p * self.dropout_factor(i, j)
                 v_j = ops.take(vb, j, axis=0)
                 acc = acc * correction[..., None] + ops.einsum(
                     "bnqk,bnkh->bnqh", p, v_j
                 )
                 return m_new, total, acc
 
-            m, total, acc = sequential_fori_loop(
-                0, key_chunks_for(i), body, (m0, l0, acc0)
-            )
+            def body(j, carry):
+                if b.mask_modifier is None:
+                    return update(j, carry)
+                return _when(b.visible(i, j), lambda c: update(j, c), carry)
+
+            first, stop = b.key_chunks(i)
+            m, total, acc = sequential_fori_loop(first, stop, body, init)
             safe_l = ops.maximum(total, 1e-30)
             out = acc / safe_l[..., None]  # (B, N, cq, Hv)
             lse = m + ops.log(safe_l)  # (B, N, cq)
             return out, lse
 
-        indices = ops.arange(n_q, dtype="int32")
+        indices = ops.arange(b.n_q, dtype="int32")
         return sequential_map(one_query_chunk, (indices, qb))
 
-    def backward(qb, kb, vb, out_b, lse_b, d_out):
+    def block_gradients(self, i, j, tensors, carry, score_fn, params, variables):
+        """Add block (i, j)'s share of dQ, dK, dV and the modifier's
+        parameter gradients (`params`, then `variables`) to `carry`."""
+        qb, k_j, v_j, d_out_b, lse_b, delta_b = tensors
+        dq_b, dk, dv, d_extra = carry
+        q_i = ops.take(qb, i, axis=0)
+        do_i = ops.take(d_out_b, i, axis=0)
+        raw = ops.einsum("bnqh,bnkh->bnqk", q_i, k_j)
+        if score_fn is not None:
+            indices = self.blocks.indices(i, j)
+            logits, pullback = linearize(
+                lambda s, *p: score_fn(s, *indices, *p), raw, params, variables
+            )
+        else:
+            logits = raw
+        mask = self.blocks.mask(i, j)
+        logits = ops.where(mask, logits, MASK_VALUE)
+        p = ops.exp(logits - ops.take(lse_b, i, axis=0)[..., None])
+        p = p * ops.cast(mask, "float32")
+        dp = ops.einsum("bnqh,bnkh->bnqk", do_i, v_j)
+        if self.rate > 0:
+            # O = (P * Z) V: dV = (P * Z)^T dO and dP = Z * dO V^T;
+            # delta = rowsum(dO * O) still equals rowsum(dP * P).
+            z = self.dropout_factor(i, j)
+            dv = dv + ops.einsum("bnqk,bnqh->bnkh", p * z, do_i)
+            dp = dp * z
+        else:
+            dv = dv + ops.einsum("bnqk,bnqh->bnkh", p, do_i)
+        ds = p * (dp - ops.take(delta_b, i, axis=0)[..., None])
+        if score_fn is not None:
+            ds, d_params, d_vars = pullback(ds)
+            d_extra = _add(d_extra, [*d_params, *d_vars])
+        dk = dk + ops.einsum("bnqk,bnqh->bnkh", ds, q_i)
+        dq_i = ops.take(dq_b, i, axis=0) + ops.einsum("bnqk,bnkh->bnqh", ds, k_j)
+        dq_b = ops.slice_update(dq_b, [i, 0, 0, 0, 0], dq_i[None])
+        return dq_b, dk, dv, d_extra
+
+    def backward(self, qb, kb, vb, saved, score_fn, params, variables):
         """One pass over the blocks (FlashAttention-2 style).
 
         Key blocks outside, query blocks inside: each visible block's
         probabilities are recomputed once and give its share of dV, dK and
         dQ (dQ accumulates into a full-size O(T) buffer), 5 block matmuls
-        instead of the 7 of a separate dQ pass and dK/dV pass.
+        instead of the 7 of a separate dQ pass and dK/dV pass. The score
+        modifier's gradients go to `params` (JAX: the values it closes
+        over, hoisted) and `variables` (TensorFlow: the variables it reads).
         """
-        d_out_b, _ = _chunks(ops.cast(d_out, "float32"), cq)  # (nq, B, N, cq, Hv)
+        b = self.blocks
+        out_b, lse_b, d_out = saved
+        d_out_b, _ = _chunks(ops.cast(d_out, "float32"), b.cq)  # (nq, B, N, cq, Hv)
         # D_i = rowsum(dO * O): the softmax Jacobian's correction term.
         delta_b = ops.sum(d_out_b * out_b, axis=-1)  # (nq, B, N, cq)
-
-        def key_block(j, dq_b):
-            k_j = ops.take(kb, j, axis=0)  # (B, N, ck, H)
-            v_j = ops.take(vb, j, axis=0)
-
-            def body(i, carry):
-                dq_b, dk, dv = carry
-                q_i = ops.take(qb, i, axis=0)
-                do_i = ops.take(d_out_b, i, axis=0)
-                logits, mask = logits_and_mask(q_i, kb, i, j)
-                lse_i = ops.take(lse_b, i, axis=0)
-                p = ops.exp(logits - lse_i[..., None]) * ops.cast(mask, "float32")
-                dp = ops.einsum("bnqh,bnkh->bnqk", do_i, v_j)
-                if dropout_rate > 0:
-                    # O = (P * Z) V: dV = (P * Z)^T dO and dP = Z * dO V^T;
-                    # delta = rowsum(dO * O) still equals rowsum(dP * P).
-                    z = dropout_factor(i, j, q_i.shape[1])
-                    dv = dv + ops.einsum("bnqk,bnqh->bnkh", p * z, do_i)
-                    dp = dp * z
-                else:
-                    dv = dv + ops.einsum("bnqk,bnqh->bnkh", p, do_i)
-                ds = p * (dp - ops.take(delta_b, i, axis=0)[..., None])
-                dk = dk + ops.einsum("bnqk,bnqh->bnkh", ds, q_i)
-                dq_i = ops.take(dq_b, i, axis=0) + ops.einsum(
-                    "bnqk,bnkh->bnqh", ds, k_j
-                )
-                dq_b = ops.slice_update(dq_b, [i, 0, 0, 0, 0], dq_i[None])
-                return dq_b, dk, dv
-
-            init = (dq_b, ops.zeros_like(k_j), ops.zeros_like(v_j))
-            return sequential_fori_loop(query_chunks_from(j), n_q, body, init)
-
-        def outer(j, carry):
-            dq_b, dk_b, dv_b = carry
-            dq_b, dk, dv = key_block(j, dq_b)
-            dk_b = ops.slice_update(dk_b, [j, 0, 0, 0, 0], dk[None])
-            dv_b = ops.slice_update(dv_b, [j, 0, 0, 0, 0], dv[None])
-            return dq_b, dk_b, dv_b
-
         # The zero gradient buffers are made to depend on `delta`: XLA
         # otherwise allocates them at the start of the whole program, where
         # they live alongside the forward pass' activations and the upstream
@@ -342,29 +506,37 @@ def chunked_attention(
         # L=16384, D=512). `x * 0` is not folded for floats (NaN * 0 = NaN),
         # which is also the right answer when `delta` is not finite.
         zero = ops.min(delta_b) * 0.0
+        d_extra0 = [
+            ops.zeros(tuple(x.shape), "float32") + zero for x in [*params, *variables]
+        ]
+
+        def key_block(j, dq_b, d_extra):
+            k_j, v_j = ops.take(kb, j, axis=0), ops.take(vb, j, axis=0)
+            tensors = (qb, k_j, v_j, d_out_b, lse_b, delta_b)
+
+            def body(i, carry):
+                def update(c):
+                    return self.block_gradients(
+                        i, j, tensors, c, score_fn, params, variables
+                    )
+
+                if not b.test_each:
+                    return update(carry)
+                return _when(b.visible(i, j), update, carry)
+
+            init = (dq_b, ops.zeros_like(k_j), ops.zeros_like(v_j), d_extra)
+            return sequential_fori_loop(b.query_chunks_from(j), b.n_q, body, init)
+
+        def outer(j, carry):
+            dq_b, dk_b, dv_b, d_extra = carry
+            dq_b, dk, dv, d_extra = key_block(j, dq_b, d_extra)
+            dk_b = ops.slice_update(dk_b, [j, 0, 0, 0, 0], dk[None])
+            dv_b = ops.slice_update(dv_b, [j, 0, 0, 0, 0], dv[None])
+            return dq_b, dk_b, dv_b, d_extra
+
         init = tuple(ops.zeros_like(x) + zero for x in (qb, kb, vb))
-        return sequential_fori_loop(0, n_k, outer, init)
+        return sequential_fori_loop(0, b.n_k, outer, (*init, d_extra0))
 
-    @ops.custom_gradient
-    def _attend(q_in, k_in, v_in):
-        qb, _ = _chunks(ops.cast(q_in, "float32") * scale, cq)  # (nq, B, N, cq, H)
-        kb, _ = _chunks(ops.cast(k_in, "float32"), ck)  # (nk, B, N, ck, H)
-        vb, _ = _chunks(ops.cast(v_in, "float32"), ck)
-        out_b, lse_b = forward(qb, kb, vb)
-        output = _unchunk(out_b, t_len)
 
-        def grad(*args, upstream=None):
-            d_out = args[0] if upstream is None else upstream
-            dq_b, dk_b, dv_b = backward(qb, kb, vb, out_b, lse_b, d_out)
-            dq = _unchunk(dq_b, t_len) * scale
-            dk = _unchunk(dk_b, s_len)
-            dv = _unchunk(dv_b, s_len)
-            return (
-                ops.cast(dq, q_in.dtype),
-                ops.cast(dk, k_in.dtype),
-                ops.cast(dv, v_in.dtype),
-            )
-
-        return output, grad
-
-    return ops.cast(_attend(query, key, value), out_dtype)
+def _add(totals, increments):
+    return [t + ops.cast(d, t.dtype) for t, d in zip(totals, increments, strict=True)]

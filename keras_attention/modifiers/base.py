@@ -1,0 +1,150 @@
+"""The modifier protocol and its combinators (see `keras_attention.ops.modifiers`)."""
+
+import keras
+from keras import ops
+
+
+class MaskModifier:
+    """A boolean function of positions: `(batch, head, query, key) -> bool`.
+
+    Subclasses implement `__call__` and, when they can bound the keys a
+    range of queries sees, `key_range(query_start, query_stop)` (the chunked
+    path then skips the other key blocks). `a & b` and `a | b` combine them.
+    """
+
+    def __call__(self, batch, head, query, key):
+        raise NotImplementedError
+
+    def key_range(self, query_start, query_stop):
+        """`(lo, hi)`: queries in `[query_start, query_stop)` see at most the
+        keys `[lo, hi)`; `None` when unknown."""
+        return None
+
+    def get_config(self):
+        return {}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def __and__(self, other):
+        return AndMask([self, other])
+
+    def __or__(self, other):
+        return OrMask([self, other])
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
+        return f"{type(self).__name__}({args})"
+
+
+class ScoreModifier:
+    """A function of a scaled logit and its positions:
+    `(score, batch, head, query, key) -> score`."""
+
+    def __call__(self, score, batch, head, query, key):
+        raise NotImplementedError
+
+    def get_config(self):
+        return {}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
+        return f"{type(self).__name__}({args})"
+
+
+def serialize(modifier):
+    """A modifier (or `None`) as a Keras config."""
+    return None if modifier is None else keras.saving.serialize_keras_object(modifier)
+
+
+def deserialize(config):
+    """Inverse of `serialize`."""
+    if config is None or callable(config):
+        return config
+    return keras.saving.deserialize_keras_object(config)
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class AndMask(MaskModifier):
+    """Keys every one of `masks` allows (their key ranges intersect)."""
+
+    def __init__(self, masks):
+        self.masks = [deserialize(m) for m in masks]
+
+    def __call__(self, batch, head, query, key):
+        result = None
+        for mask in self.masks:
+            allowed = ops.cast(mask(batch, head, query, key), "bool")
+            result = allowed if result is None else ops.logical_and(result, allowed)
+        return result
+
+    def key_range(self, query_start, query_stop):
+        known = [
+            m.key_range(query_start, query_stop)
+            for m in self.masks
+            if isinstance(m, MaskModifier)
+        ]
+        known = [b for b in known if b is not None]
+        if not known:
+            return None
+        lo = known[0][0]
+        hi = known[0][1]
+        for other_lo, other_hi in known[1:]:
+            lo, hi = ops.maximum(lo, other_lo), ops.minimum(hi, other_hi)
+        return lo, hi
+
+    def get_config(self):
+        return {"masks": [serialize(m) for m in self.masks]}
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class OrMask(MaskModifier):
+    """Keys any of `masks` allows (the hull of their key ranges)."""
+
+    def __init__(self, masks):
+        self.masks = [deserialize(m) for m in masks]
+
+    def __call__(self, batch, head, query, key):
+        result = None
+        for mask in self.masks:
+            allowed = ops.cast(mask(batch, head, query, key), "bool")
+            result = allowed if result is None else ops.logical_or(result, allowed)
+        return result
+
+    def key_range(self, query_start, query_stop):
+        bounds = []
+        for mask in self.masks:
+            if not isinstance(mask, MaskModifier):
+                return None
+            bound = mask.key_range(query_start, query_stop)
+            if bound is None:
+                return None
+            bounds.append(bound)
+        lo, hi = bounds[0]
+        for other_lo, other_hi in bounds[1:]:
+            lo, hi = ops.minimum(lo, other_lo), ops.maximum(hi, other_hi)
+        return lo, hi
+
+    def get_config(self):
+        return {"masks": [serialize(m) for m in self.masks]}
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class ScoreChain(ScoreModifier):
+    """Apply `modifiers` in order (e.g. a bias, then a soft-cap)."""
+
+    def __init__(self, modifiers):
+        self.modifiers = [deserialize(m) for m in modifiers]
+
+    def __call__(self, score, batch, head, query, key):
+        for modifier in self.modifiers:
+            score = modifier(score, batch, head, query, key)
+        return score
+
+    def get_config(self):
+        return {"modifiers": [serialize(m) for m in self.modifiers]}
