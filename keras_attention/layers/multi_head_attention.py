@@ -6,6 +6,7 @@ from keras_attention.initializers import fresh_initializer
 from keras_attention.keras_compat import first_mask
 from keras_attention.keras_compat import trace_output_spec
 from keras_attention.layers.fine_tuning import FineTuningMixin
+from keras_attention.layers.modified_attention import ModifiedAttentionMixin
 from keras_attention.layers.results import LayerResult
 from keras_attention.validation import check_cache
 from keras_attention.validation import check_index
@@ -27,7 +28,9 @@ _RENAMED = {
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
+class MultiHeadAttention(
+    ModifiedAttentionMixin, FineTuningMixin, keras.layers.MultiHeadAttention
+):
     """Multi-head attention of a query sequence over a key/value sequence.
 
     `MultiHead(Q, K, V) = Concat(head_1, ..., head_N) W^O` with
@@ -47,7 +50,13 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
     - a key/value cache for autoregressive decoding, with keras-hub's
       `CachedMultiHeadAttention` arguments (`cache`, `cache_update_index`);
     - masked keys get exactly zero weight and a query that sees no key at
-      all (a padded query) gets a zero attention output, not an average.
+      all (a padded query) gets a zero attention output, not an average;
+    - an open attention core: score and mask modifiers
+      (`keras_attention.modifiers`: ALiBi, T5 relative bias, soft-capping,
+      sliding windows with sinks, prefix-LM, ... or your own function),
+      rotary position embedding of queries and keys (`rope_max_wavelength`)
+      and grouped-query attention (`num_key_value_heads`), on the dense,
+      chunked and cached paths alike.
 
     Masks are boolean (or 0/1 numbers), True = may attend: `value_mask` /
     `key_mask` `(B, S)` hide padded keys, `query_mask` `(B, T)` zeroes the
@@ -98,6 +107,23 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
         bias_constraint: as in Keras.
         use_gate: gated attention (Qiu et al., 2025), as in Keras.
         seed: seed of the dropout.
+        num_key_value_heads: `None` (= `num_heads`) or the number `G` of
+            key/value heads, dividing `num_heads` (grouped-query attention,
+            Ainslie et al., 2023; 1 is multi-query attention): query head
+            `n` uses key/value head `n // (num_heads / G)`, and a cache holds
+            `G` heads.
+        score_modifier: `None` or `f(score, batch, head, query, key)`
+            rewriting each scaled logit from its absolute positions (see
+            `keras_attention.ops.modifiers`); a layer such as
+            `keras_attention.modifiers.RelativePositionBias` is tracked and
+            trained with this layer.
+        mask_modifier: `None` or `f(batch, head, query, key) -> bool`,
+            True = may attend, combined with the other masks.
+        rope_max_wavelength: `None`, or rotate queries and keys by their
+            absolute positions (RoPE, `keras_attention.ops.rotary_embedding`)
+            with this maximum wavelength (10000 in the paper).
+        rope_scaling_factor: positions are divided by it (linear position
+            interpolation); only with `rope_max_wavelength`.
         attention_impl: `"auto"`, `"dense"` or `"chunked"`. `"chunked"` is
             exact attention in O(T + S) memory instead of O(T S)
             (`keras_attention.ops.chunked_attention`: an online softmax over
@@ -164,6 +190,11 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
         use_gate=False,
         seed=None,
         attention_impl="auto",
+        num_key_value_heads=None,
+        score_modifier=None,
+        mask_modifier=None,
+        rope_max_wavelength=None,
+        rope_scaling_factor=1.0,
         **kwargs,
     ):
         for name, advice in _RENAMED.items():
@@ -200,6 +231,13 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
             **kwargs,
         )
         self.attention_impl = attention_impl
+        self._init_modifiers(
+            num_key_value_heads,
+            score_modifier,
+            mask_modifier,
+            rope_max_wavelength,
+            rope_scaling_factor,
+        )
 
     # -- build -------------------------------------------------------------
 
@@ -218,7 +256,10 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
             )
         self._check_build_shapes(query_shape, value_shape, key_shape)
         self._sublayer_index = 0
-        super().build(query_shape, value_shape, key_shape)
+        if self._kv_heads == self._num_heads:
+            super().build(query_shape, value_shape, key_shape)
+        else:
+            self._build_grouped(query_shape, value_shape, key_shape)
         self._input_widths = {
             "query": query_shape[-1],
             "value": value_shape[-1],
@@ -244,6 +285,8 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
         # This package's kernels cover attention over the sequence axis of
         # (B, T, D) inputs; other layouts run Keras' own computation.
         self._sequence_attention = query_rank == 3 and self._attention_axes == (1,)
+        self._check_modifier_layout()
+        self._build_score_modifier()
 
     def _get_common_kwargs_for_sublayer(self):
         """Keras' sublayer arguments, with initializers that draw distinct
@@ -286,8 +329,11 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
                 "Build the layer (or call it once) before `to_keras`. "
                 f"Received: an unbuilt {self.__class__.__name__}"
             )
+        self._check_keras_expressible()
         config = self.get_config()
         config.pop("attention_impl")
+        for name in self._modifier_config():
+            config.pop(name)
         layer = keras.layers.MultiHeadAttention.from_config(config)
         layer.build(**self._build_shapes_dict)
         layer.set_weights(self.get_weights())
@@ -400,7 +446,7 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
             check_same("query", query.shape[0], "value", value.shape[0], "batch size")
         if cache is not None:
             self._check_cache_layout()
-            check_cache("cache", cache, query.shape[0], self._num_heads, self._key_dim)
+            check_cache("cache", cache, query.shape[0], self._kv_heads, self._key_dim)
             check_index(
                 "cache_update_index",
                 cache_update_index,
@@ -441,6 +487,7 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
         """
         read_cache = cache is not None and cache_update_index is None
         q, k, v = self._project(query, key, value, read_cache)
+        q, k = self._rotate(q, k, cache_update_index)
         causal_offset = 0
         caches = ()
         if cache is not None:
@@ -503,8 +550,14 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
                 num_heads=self._num_heads,
                 validate=False,
             )
+            repeats = ka_ops.check_key_value_heads(q, k, v)
             return self._compute_attention(
-                q, k, v, mask, training, return_attention_scores
+                q,
+                ka_ops.repeat_key_value_heads(k, repeats),
+                ka_ops.repeat_key_value_heads(v, repeats),
+                mask,
+                training,
+                return_attention_scores,
             )
         return ka_ops.multi_head_attention(
             q,
@@ -520,6 +573,8 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
             seed=self._dropout_seed(),
             training=training,
             validate=False,  # checked by `call`, or by the blocks
+            score_modifier=self.score_modifier,
+            mask_modifier=self.mask_modifier,
         )
 
     def _dropout_seed(self):
@@ -584,5 +639,6 @@ class MultiHeadAttention(FineTuningMixin, keras.layers.MultiHeadAttention):
             # Keras' config leaves it out; it is a constructor argument.
             "flash_attention": self._flash_attention,
             "attention_impl": self.attention_impl,
+            **self._modifier_config(),
             "dtype": self._dtype_config(),
         }

@@ -93,16 +93,17 @@ class MultiHeadSelfAttention(MultiHeadAttention):
         self._check_build_shapes(query_shape)
         width = query_shape[-1]
         n, h, hv = self._num_heads, self._key_dim, self._value_dim
+        g = self._kv_heads
         self._sublayer_index = 0
         common = self._get_common_kwargs_for_sublayer()
-        blocks = [(width, n, h), (width, n, h), (width, n, hv)]
+        blocks = [(width, n, h), (width, g, h), (width, g, hv)]
         common["kernel_initializer"] = BlockInitializer(
             self._kernel_initializer, blocks
         )
         self._sublayer_index = len(blocks)
         self._qkv_dense = keras.layers.EinsumDense(
             _projection_equation(3),
-            output_shape=(None, n * (2 * h + hv)),
+            output_shape=(None, n * h + g * (h + hv)),
             bias_axes="z" if self._use_bias else None,
             name="qkv",
             **common,
@@ -125,6 +126,8 @@ class MultiHeadSelfAttention(MultiHeadAttention):
         self._output_dense.build(tuple(query_shape[:-1]) + (n, hv))
         self._input_widths = {"query": width, "value": width, "key": width}
         self._after_build(3)
+        self._check_modifier_layout()
+        self._build_score_modifier()
 
     def _build_from_specs(self, query, *args, **kwargs):
         self.build(query.shape)
@@ -190,14 +193,16 @@ class MultiHeadSelfAttention(MultiHeadAttention):
         """Split the fused weights into a built `MultiHeadAttention`'s (Keras'
         or this package's) query, key and value kernels and biases."""
         n, h, hv = self._num_heads, self._key_dim, self._value_dim
-        sizes = [n * h, 2 * n * h]
+        g = self._kv_heads
+        sizes = [n * h, n * h + g * h]
         kernels = ops.split(self._qkv_dense.kernel, sizes, axis=-1)
         biases = ops.split(self._qkv_dense.bias, sizes) if self._use_bias else None
         denses = (layer._query_dense, layer._key_dense, layer._value_dense)
+        heads = (n, g, g)
         for i, (dense, size) in enumerate(zip(denses, (h, h, hv), strict=True)):
-            weights = [ops.reshape(kernels[i], (-1, n, size))]
+            weights = [ops.reshape(kernels[i], (-1, heads[i], size))]
             if biases is not None:
-                weights.append(ops.reshape(biases[i], (n, size)))
+                weights.append(ops.reshape(biases[i], (heads[i], size)))
             dense.set_weights(weights)
         layer._output_dense.set_weights(self._output_dense.get_weights())
         if self._use_gate:
@@ -205,17 +210,18 @@ class MultiHeadSelfAttention(MultiHeadAttention):
 
     def _project_qkv(self, x):
         n, h, hv = self._num_heads, self._key_dim, self._value_dim
-        qkv = self._qkv_dense(x)  # (B, T, N (2H + Hv))
+        g = self._kv_heads
+        qkv = self._qkv_dense(x)  # (B, T, N H + G (H + Hv))
         # `split` (backward: one concat), not strided slices of a
         # (B, T, 3, N, H) tensor (backward: three zero-filled full-size
         # gradients added up; measurable in graph mode).
-        q, k, v = ops.split(qkv, [n * h, 2 * n * h], axis=-1)
+        q, k, v = ops.split(qkv, [n * h, n * h + g * h], axis=-1)
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         return (
             ops.reshape(q, (batch, length, n, h)),
-            ops.reshape(k, (batch, length, n, h)),
-            ops.reshape(v, (batch, length, n, hv)),
-        )  # (B, T, N, H) each
+            ops.reshape(k, (batch, length, g, h)),
+            ops.reshape(v, (batch, length, g, hv)),
+        )  # (B, T, N, H), (B, T, G, H), (B, T, G, Hv)
 
     def _project_key_value(self, key, value):
         if key is not value:

@@ -82,8 +82,9 @@ class TransformerDecoder(TransformerStackBase):
             self.final_norm.build(decoder_sequence_shape)
 
     def init_cache(self, batch_size, max_length):
-        """An empty self-attention cache `(B, L, 2, max_length, N, H)`."""
-        shape = (batch_size, self.num_layers, 2, max_length, self.num_heads)
+        """An empty self-attention cache `(B, L, 2, max_length, G, H)`, `G`
+        the key/value heads (`num_key_value_heads`, or `num_heads`)."""
+        shape = (batch_size, self.num_layers, 2, max_length, self.kv_heads)
         return ops.zeros(shape + (self.key_dim,), dtype=self.compute_dtype)
 
     def compute_cross_attention_cache(self, encoder_sequence):
@@ -95,7 +96,7 @@ class TransformerDecoder(TransformerStackBase):
 
     def _check_cache(self, name, cache, batch):
         shape = tuple(cache.shape)
-        expected = (batch, self.num_layers, 2, None, self.num_heads, self.key_dim)
+        expected = (batch, self.num_layers, 2, None, self.kv_heads, self.key_dim)
         ok = len(shape) == 6 and all(
             want is None or got is None or got == want
             for got, want in zip(shape, expected, strict=True)
@@ -103,7 +104,7 @@ class TransformerDecoder(TransformerStackBase):
         if not ok:
             raise ValueError(
                 f"`{name}` must have shape (batch, num_layers, 2, length, "
-                f"num_heads, key_dim) = {expected}. Received: {name}.shape={shape}"
+                f"num_key_value_heads, key_dim) = {expected}. Received: {name}.shape={shape}"
             )
 
     def _check_call_arguments(

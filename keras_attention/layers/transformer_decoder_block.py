@@ -255,7 +255,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
             ("cross_attention_cache", cross_attention_cache),
         ):
             if cache is not None:
-                check_cache(name, cache, batch, self.num_heads, self.key_dim)
+                check_cache(name, cache, batch, self.kv_heads, self.key_dim)
         for name, cache, index in (
             ("self_attention", self_attention_cache, self_attention_cache_update_index),
             (

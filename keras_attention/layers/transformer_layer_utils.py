@@ -5,6 +5,7 @@ import keras
 from keras_attention.initializers import fresh_initializer
 from keras_attention.keras_compat import trace_output_spec
 from keras_attention.layers.fine_tuning import FineTuningMixin
+from keras_attention.layers.modified_attention import ModifiedAttentionMixin
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
 from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attention.ops import check_attention_impl
@@ -92,6 +93,11 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
         bias_initializer="zeros",
         seed=None,
         attention_impl="auto",
+        num_key_value_heads=None,
+        score_modifier=None,
+        mask_modifier=None,
+        rope_max_wavelength=None,
+        rope_scaling_factor=1.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -114,7 +120,25 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
         self.bias_initializer = _get_initializer("bias_initializer", bias_initializer)
         self.seed = seed
         self.attention_impl = attention_impl
+        # Checked as the attention layer checks them (`key_dim` is known
+        # only at build time: an odd head size with RoPE fails there).
+        checked = _HeadCount(num_heads)
+        ModifiedAttentionMixin._init_modifiers(
+            checked,
+            num_key_value_heads,
+            score_modifier,
+            mask_modifier,
+            rope_max_wavelength,
+            rope_scaling_factor,
+        )
+        for name in _OPEN_CORE_ARGS:
+            setattr(self, name, getattr(checked, name))
         self.supports_masking = True
+
+    @property
+    def kv_heads(self):
+        """The key/value heads of the attention (and of its caches)."""
+        return self.num_key_value_heads or self.num_heads
 
     # -- building blocks ------------------------------------------------------
 
@@ -159,6 +183,11 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
             self.num_heads,
             self.key_dim,
             name="self_attention",
+            num_key_value_heads=self.num_key_value_heads,
+            score_modifier=self.score_modifier,
+            mask_modifier=self.mask_modifier,
+            rope_max_wavelength=self.rope_max_wavelength,
+            rope_scaling_factor=self.rope_scaling_factor,
             **self._attention_kwargs(_SELF_ATTENTION),
         )
         self._self_attention_layer.build(shape)
@@ -169,6 +198,7 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
             self.num_heads,
             self.key_dim,
             name="cross_attention",
+            num_key_value_heads=self.num_key_value_heads,
             **self._attention_kwargs(_CROSS_ATTENTION),
         )
         self._cross_attention_layer.build(shape, encoder_shape)
@@ -262,6 +292,12 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
         `keras_hub`; the fused Q/K/V weights are split)."""
         import keras_hub
 
+        if ModifiedAttentionMixin._uses_open_core(self._self_attention_layer):
+            raise ValueError(
+                "keras-hub's blocks have no grouped key/value heads, modifiers "
+                "or rotary embedding, so this block cannot be converted. "
+                f"Received: {ModifiedAttentionMixin._modifier_config(self)}"
+            )
         if self.attention_dropout not in (None, self.dropout):
             raise ValueError(
                 "keras-hub's blocks have one dropout rate for the residuals and "
@@ -316,8 +352,27 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             "seed": self.seed,
             "attention_impl": self.attention_impl,
+            **ModifiedAttentionMixin._modifier_config(self),
             "dtype": self._dtype_config(),
         }
+
+
+_OPEN_CORE_ARGS = (
+    "num_key_value_heads",
+    "score_modifier",
+    "mask_modifier",
+    "rope_max_wavelength",
+    "rope_scaling_factor",
+)
+
+
+class _HeadCount:
+    """What `ModifiedAttentionMixin._init_modifiers` reads of its layer, for
+    checking a block's arguments before its attention exists."""
+
+    def __init__(self, num_heads):
+        self._num_heads = num_heads
+        self._key_dim = 2  # the head size is checked at build time
 
 
 def _get_initializer(name, value):
@@ -362,6 +417,11 @@ class TransformerStackBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
                 dtype=self.dtype_policy,
                 name="final_norm",
             )
+
+    @property
+    def kv_heads(self):
+        """The key/value heads of the blocks' attention (and caches)."""
+        return self.num_key_value_heads or self.num_heads
 
     def _make_block(self, i):
         kwargs = dict(self._block_kwargs)

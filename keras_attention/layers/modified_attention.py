@@ -1,0 +1,165 @@
+"""What `MultiHeadAttention` adds to Keras' layer for the open attention core:
+grouped key/value heads, rotary positions and score/mask modifiers."""
+
+import keras
+from keras import ops
+from keras.src.layers.attention.multi_head_attention import _build_proj_equation
+from keras.src.layers.attention.multi_head_attention import _get_output_shape
+
+from keras_attention import ops as ka_ops
+from keras_attention.modifiers.base import deserialize
+from keras_attention.modifiers.base import serialize
+from keras_attention.validation import check_positive_int
+
+
+def _check_modifier(name, modifier):
+    if modifier is not None and not callable(modifier):
+        raise TypeError(
+            f"`{name}` must be None or a callable (a function or one of "
+            "keras_attention.modifiers). Received: "
+            f"{name} of type {type(modifier).__name__}"
+        )
+
+
+class ModifiedAttentionMixin:
+    """Mixed into `MultiHeadAttention` (before Keras' layer)."""
+
+    def _init_modifiers(
+        self,
+        num_key_value_heads,
+        score_modifier,
+        mask_modifier,
+        rope_max_wavelength,
+        rope_scaling_factor,
+    ):
+        check_positive_int("num_key_value_heads", num_key_value_heads, allow_none=True)
+        if num_key_value_heads is not None and self._num_heads % num_key_value_heads:
+            raise ValueError(
+                "`num_key_value_heads` must divide `num_heads`. Received: "
+                f"num_heads={self._num_heads}, "
+                f"num_key_value_heads={num_key_value_heads}"
+            )
+        check_positive_int("rope_max_wavelength", rope_max_wavelength, allow_none=True)
+        if rope_max_wavelength is not None and self._key_dim % 2:
+            raise ValueError(
+                "Rotary embedding needs an even `key_dim` (it rotates pairs of "
+                f"features). Received: key_dim={self._key_dim}"
+            )
+        if (
+            not isinstance(rope_scaling_factor, (int, float))
+            or rope_scaling_factor <= 0
+        ):
+            raise ValueError(
+                "`rope_scaling_factor` must be a positive number. Received: "
+                f"rope_scaling_factor={rope_scaling_factor!r}"
+            )
+        score_modifier, mask_modifier = map(
+            deserialize, (score_modifier, mask_modifier)
+        )
+        _check_modifier("score_modifier", score_modifier)
+        _check_modifier("mask_modifier", mask_modifier)
+        self.num_key_value_heads = num_key_value_heads
+        self.score_modifier = score_modifier
+        self.mask_modifier = mask_modifier
+        self.rope_max_wavelength = rope_max_wavelength
+        self.rope_scaling_factor = float(rope_scaling_factor)
+
+    @property
+    def _kv_heads(self):
+        """`G`, the number of key/value heads."""
+        return self.num_key_value_heads or self._num_heads
+
+    def _uses_open_core(self):
+        return (
+            self._kv_heads != self._num_heads
+            or self.score_modifier is not None
+            or self.mask_modifier is not None
+            or self.rope_max_wavelength is not None
+        )
+
+    def _modifier_config(self):
+        return {
+            "num_key_value_heads": self.num_key_value_heads,
+            "score_modifier": serialize(self.score_modifier),
+            "mask_modifier": serialize(self.mask_modifier),
+            "rope_max_wavelength": self.rope_max_wavelength,
+            "rope_scaling_factor": self.rope_scaling_factor,
+        }
+
+    def _check_modifier_layout(self):
+        """Called once built: the open core runs on this package's kernels."""
+        if not self._uses_open_core():
+            return
+        from keras_attention.layers.multi_head_attention import MultiHeadAttention
+
+        overridden = (
+            type(self)._compute_attention is not MultiHeadAttention._compute_attention
+        )
+        keras_path = not self._sequence_attention or self._flash_attention
+        if keras_path or (overridden and (self.score_modifier or self.mask_modifier)):
+            raise ValueError(
+                "`num_key_value_heads`, `score_modifier`, `mask_modifier` and "
+                "`rope_max_wavelength` need inputs of rank 3, attention over "
+                "axis 1, `flash_attention` off and no `_compute_attention` "
+                f"override with modifiers. Received: attention_axes="
+                f"{self._attention_axes}, flash_attention={self._flash_attention}"
+            )
+
+    def _check_keras_expressible(self):
+        if self._uses_open_core():
+            raise ValueError(
+                "keras.layers.MultiHeadAttention has no grouped key/value heads, "
+                "modifiers or rotary embedding, so this layer cannot be "
+                f"converted. Received: {self._modifier_config()}"
+            )
+
+    def _build_score_modifier(self):
+        modifier = self.score_modifier
+        if isinstance(modifier, keras.layers.Layer) and not modifier.built:
+            modifier.build()
+
+    def _build_grouped(self, query_shape, value_shape, key_shape):
+        """Keras' sublayers, with `G` heads for keys and values."""
+        heads = self._num_heads
+        specs = [("query", query_shape, heads, self._key_dim)]
+        specs.append(("key", key_shape, self._kv_heads, self._key_dim))
+        if self._use_gate:
+            specs.append(("gate", query_shape, heads, self._value_dim))
+        specs.append(("value", value_shape, self._kv_heads, self._value_dim))
+        for name, shape, num, size in specs:
+            equation, bias_axes, output_rank = _build_proj_equation(
+                len(shape) - 1, bound_dims=1, output_dims=2
+            )
+            dense = keras.layers.EinsumDense(
+                equation,
+                output_shape=_get_output_shape(output_rank - 1, [num, size]),
+                bias_axes=bias_axes if self._use_bias else None,
+                activation="sigmoid" if name == "gate" else None,
+                name=name,
+                **self._get_common_kwargs_for_sublayer(),
+            )
+            dense.build(shape)
+            setattr(self, f"_{name}_dense", dense)
+        self._build_attention(output_rank)
+        self._output_dense = self._make_output_dense(
+            query_shape, self._get_common_kwargs_for_sublayer(), "attention_output"
+        )
+        heads_shape = list(self._query_dense.compute_output_shape(query_shape))
+        heads_shape[-1] = self._value_dim
+        self._output_dense.build(tuple(heads_shape))
+
+    def _rotate(self, q, k, cache_update_index):
+        """RoPE on queries and (new) keys at their absolute positions,
+        `cache_update_index + [0, T)`; `k` is `None` when a cache is read."""
+        if self.rope_max_wavelength is None:
+            return q, k
+        start = 0 if cache_update_index is None else cache_update_index
+        start = ops.cast(start, "int32")
+
+        def rotate(x):
+            positions = start + ops.arange(ops.shape(x)[1], dtype="int32")
+            return ka_ops.rotary_embedding(
+                x, positions, self.rope_max_wavelength, self.rope_scaling_factor
+            )
+
+        return rotate(q), (None if k is None else rotate(k))
