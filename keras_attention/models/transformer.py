@@ -4,18 +4,21 @@ import keras
 from keras import ops
 
 from keras_attention.decoding.beam_search import beam_search
+from keras_attention.decoding.sampling import sample
 from keras_attention.layers.position_embedding import PositionEmbedding
 from keras_attention.layers.sinusoidal_position_encoding import (
     SinusoidalPositionEncoding,
 )
 from keras_attention.layers.transformer_decoder import TransformerDecoder
 from keras_attention.layers.transformer_encoder import TransformerEncoder
+from keras_attention.modifiers import ALiBi
+from keras_attention.modifiers import RelativePositionBias
 from keras_attention.ops import check_attention_impl
 from keras_attention.ops.softmax import MASK_VALUE
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import get_activation
 
-POSITION_ENCODINGS = ("sinusoidal", "learned")
+POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "relative")
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -34,7 +37,8 @@ class Transformer(keras.Model):
     "decoder_tokens": (B, T)}` (or a tuple in that order), where the decoder
     tokens are the targets shifted right behind a start token; the output is
     float32 logits `(B, T, decoder_vocabulary_size)`. `generate` decodes
-    with the KV cache in one compiled loop (greedy or beam search).
+    with the KV cache in one compiled loop (greedy, beam search or
+    sampling).
 
     Args:
         encoder_vocabulary_size: size of the source vocabulary.
@@ -49,7 +53,13 @@ class Transformer(keras.Model):
         activation: feed-forward activation.
         normalize_first: pre-LN blocks instead of the paper's post-LN.
         layer_norm_epsilon: epsilon of the layer normalizations.
-        position_encoding: `"sinusoidal"` (the paper) or `"learned"`.
+        position_encoding: how positions enter: added to the embeddings,
+            `"sinusoidal"` (the paper) or `"learned"`; or inside every
+            self-attention, `"rope"` (rotary queries and keys, max
+            wavelength 10000), `"alibi"` (linear biases; symmetric in the
+            encoder) or `"relative"` (T5's learned bucketed bias, a table
+            per block; bidirectional in the encoder). Cross-attention has
+            no positions in the last three.
         max_length: longest sequence for `"learned"` positions (and the
             default `generate` length).
         tie_weights: use the decoder embedding matrix as output projection.
@@ -164,25 +174,23 @@ class Transformer(keras.Model):
             dtype=self.dtype_policy,
             name="decoder_embedding",
         )
-        if position_encoding == "sinusoidal":
-            self.encoder_positions = SinusoidalPositionEncoding(
-                dtype=self.dtype_policy, name="encoder_positions"
-            )
-            self.decoder_positions = SinusoidalPositionEncoding(
-                dtype=self.dtype_policy, name="decoder_positions"
-            )
-        else:
-            self.encoder_positions = PositionEmbedding(
-                max_length, dtype=self.dtype_policy, name="encoder_positions"
-            )
-            self.decoder_positions = PositionEmbedding(
-                max_length, dtype=self.dtype_policy, name="decoder_positions"
-            )
+        self.encoder_positions = self._position_layer("encoder_positions")
+        self.decoder_positions = self._position_layer("decoder_positions")
         self.embedding_dropout = keras.layers.Dropout(
             dropout, seed=seed, dtype=self.dtype_policy
         )
-        self.encoder = TransformerEncoder(num_encoder_layers, name="encoder", **common)
-        self.decoder = TransformerDecoder(num_decoder_layers, name="decoder", **common)
+        self.encoder = TransformerEncoder(
+            num_encoder_layers,
+            name="encoder",
+            **common,
+            **self._attention_positions(bidirectional=True),
+        )
+        self.decoder = TransformerDecoder(
+            num_decoder_layers,
+            name="decoder",
+            **common,
+            **self._attention_positions(bidirectional=False),
+        )
         self.output_projection = (
             None
             if tie_weights
@@ -194,12 +202,35 @@ class Transformer(keras.Model):
         )
         self._generate_functions = {}
 
+    def _position_layer(self, name):
+        """The additive position layer, `None` when positions are inside
+        the attention."""
+        if self.position_encoding == "sinusoidal":
+            return SinusoidalPositionEncoding(dtype=self.dtype_policy, name=name)
+        if self.position_encoding == "learned":
+            return PositionEmbedding(
+                self.max_length, dtype=self.dtype_policy, name=name
+            )
+        return None
+
+    def _attention_positions(self, bidirectional):
+        """The self-attention arguments of `position_encoding`."""
+        if self.position_encoding == "rope":
+            return {"rope_max_wavelength": 10000}
+        if self.position_encoding == "alibi":
+            return {"score_modifier": ALiBi(self.num_heads, symmetric=bidirectional)}
+        if self.position_encoding == "relative":
+            bias = RelativePositionBias(self.num_heads, bidirectional=bidirectional)
+            return {"score_modifier": bias}
+        return {}
+
     def build(self, inputs_shape=None):
         encoder_shape = (None, None, self.hidden_dim)
         for layer in (self.encoder_embedding, self.decoder_embedding):
             layer.build((None, None))
         for layer in (self.encoder_positions, self.decoder_positions):
-            layer.build(encoder_shape)
+            if layer is not None:
+                layer.build(encoder_shape)
         self.encoder.build(encoder_shape)
         self.decoder.build(encoder_shape, encoder_shape)
         if self.output_projection is not None:
@@ -210,7 +241,8 @@ class Transformer(keras.Model):
 
     def _embed(self, tokens, embedding, positions, start_index=0, training=None):
         x = embedding(tokens) * ops.cast(math.sqrt(self.hidden_dim), self.compute_dtype)
-        x = x + positions(x, start_index=start_index)
+        if positions is not None:  # else they are inside the attention
+            x = x + positions(x, start_index=start_index)
         return self.embedding_dropout(x, training=training)  # (B, T, D)
 
     def encode(self, encoder_tokens, training=None):
@@ -262,12 +294,14 @@ class Transformer(keras.Model):
     def _search(
         self,
         encoder_tokens,
+        seed,
         start_id,
         max_length,
         end_id,
         num_beams,
         length_penalty_alpha,
         return_attention_scores,
+        sampling,
     ):
         encoder_output, encoder_mask = self.encode(encoder_tokens)
         cross_cache = self.decoder.compute_cross_attention_cache(encoder_output)
@@ -306,16 +340,32 @@ class Transformer(keras.Model):
             return logits, cache, aux
 
         start = ops.full((batch,), start_id, dtype="int32")
-        tokens, aux, _ = beam_search(
-            step_fn,
-            start,
-            self.decoder.init_cache(batch, max_length),
-            max_length,
-            end_token=end_id,
-            pad_token=self.padding_id,
-            num_beams=num_beams,
-            length_penalty_alpha=length_penalty_alpha,
-        )
+        cache = self.decoder.init_cache(batch, max_length)
+        if sampling is not None:
+            temperature, top_k, top_p = sampling
+            tokens, aux = sample(
+                step_fn,
+                start,
+                cache,
+                max_length,
+                end_token=end_id,
+                pad_token=self.padding_id,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                seed=seed,
+            )
+        else:
+            tokens, aux, _ = beam_search(
+                step_fn,
+                start,
+                cache,
+                max_length,
+                end_token=end_id,
+                pad_token=self.padding_id,
+                num_beams=num_beams,
+                length_penalty_alpha=length_penalty_alpha,
+            )
         if not return_attention_scores:
             return tokens
         return tokens, ops.transpose(aux, (0, 2, 3, 1, 4))  # (B, L, N, T, S)
@@ -330,13 +380,24 @@ class Transformer(keras.Model):
         length_penalty_alpha=0.6,
         return_attention_scores=False,
         jit_compile=True,
+        sample=False,
+        temperature=1.0,
+        top_k=None,
+        top_p=None,
+        seed=None,
     ):
         """Translate `encoder_tokens` `(B, S)` with the KV-cached decoder.
 
         `num_beams=1` is greedy search; more beams use beam search with the
-        GNMT length penalty `((5 + len) / 6) ** length_penalty_alpha`. The
-        whole search is one loop compiled with XLA on TensorFlow
-        (`jit_compile=True`), traced once per argument combination.
+        GNMT length penalty `((5 + len) / 6) ** length_penalty_alpha`.
+        `sample=True` draws every token instead (one sequence per example,
+        `num_beams=1`) from `softmax(logits / temperature)`, restricted to
+        the `top_k` most likely tokens and then to the nucleus of mass
+        `top_p` (see `keras_attention.decoding.sample`). The same `seed` (an
+        int) gives the same tokens; `seed=None` draws a new one from Python's
+        `random` at every call. The whole search is one loop compiled with
+        XLA on TensorFlow (`jit_compile=True`), traced once per argument
+        combination (the seed is an input: a new seed does not retrace).
 
         Returns:
             int32 tokens `(B, max_length)` (after `end_id`: `padding_id`),
@@ -346,21 +407,40 @@ class Transformer(keras.Model):
         """
         if not self.built:
             self.build()
+        from keras_attention.decoding import sampling as sampling_module
+
         max_length = self.max_length if max_length is None else max_length
+        sampling = None
+        if sample:
+            if num_beams != 1:
+                raise ValueError(
+                    "`sample=True` draws one sequence per example: `num_beams` "
+                    f"must be 1. Received: num_beams={num_beams!r}"
+                )
+            sampling_module.check_sampling_arguments(temperature, top_k, top_p, seed)
+            sampling = (temperature, top_k, top_p)
+        elif temperature != 1.0 or any(x is not None for x in (top_k, top_p, seed)):
+            raise ValueError(
+                "`temperature`, `top_k`, `top_p` and `seed` apply only with "
+                f"`sample=True`. Received: sample={sample!r}, "
+                f"temperature={temperature!r}, top_k={top_k!r}, "
+                f"top_p={top_p!r}, seed={seed!r}"
+            )
         args = (start_id, max_length, end_id, num_beams, length_penalty_alpha)
-        args += (bool(return_attention_scores),)
+        args += (bool(return_attention_scores), sampling)
         encoder_tokens = ops.convert_to_tensor(encoder_tokens, "int32")
+        seed = sampling_module.seed_tensor(seed if sample else 0)
         if keras.config.backend() != "tensorflow" or not jit_compile:
-            return self._search(encoder_tokens, *args)
+            return self._search(encoder_tokens, seed, *args)
         if args not in self._generate_functions:
             import tensorflow as tf
 
             self._generate_functions[args] = tf.function(
-                lambda tokens: self._search(tokens, *args),
+                lambda tokens, seed: self._search(tokens, seed, *args),
                 jit_compile=True,
                 reduce_retracing=True,
             )
-        return self._generate_functions[args](encoder_tokens)
+        return self._generate_functions[args](encoder_tokens, seed)
 
     def get_config(self):
         return {

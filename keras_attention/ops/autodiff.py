@@ -29,7 +29,11 @@ def hoist_parameters(fn, *example_args):
     if keras.backend.backend() == "jax":
         import jax
 
-        converted, consts = jax.closure_convert(fn, *example_args)
+        # A fresh function object each call: `closure_convert` caches its
+        # result per function, and the values it does not hoist (concrete
+        # arrays, outside any trace) are baked into that result, so a
+        # variable assigned after the first eager call would be read stale.
+        converted, consts = jax.closure_convert(lambda *a: fn(*a), *example_args)
         return converted, list(consts)
     return (lambda *args: fn(*args)), []
 

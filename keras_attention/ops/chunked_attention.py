@@ -195,8 +195,8 @@ def chunked_attention(
         attention_mask,
         sliding_window,
         mask_modifier,
-        int(min(query_chunk_size, query.shape[1] or query_chunk_size)),
-        int(min(key_chunk_size, key.shape[1] or key_chunk_size)),
+        _chunk_size(query_chunk_size, query.shape[1]),
+        _chunk_size(key_chunk_size, key.shape[1]),
     )
     score_fn, params = _score_function(score_modifier, blocks)
     kernel = _Kernel(blocks, dropout_rate, dropout_seed)
@@ -234,6 +234,13 @@ def chunked_attention(
         return output, grad
 
     return ops.cast(_attend(query, key, value, *params), value.dtype)
+
+
+def _chunk_size(size, length):
+    """The block size: `size`, or a shorter static length. Unknown lengths
+    (`None`, or JAX's symbolic dimensions while a functional model infers
+    its shapes) keep `size`."""
+    return int(min(size, length)) if isinstance(length, int) else int(size)
 
 
 def _check_dropout(dropout_rate, dropout_seed):
@@ -445,7 +452,9 @@ class _Kernel:
             return out, lse
 
         indices = ops.arange(b.n_q, dtype="int32")
-        return sequential_map(one_query_chunk, (indices, qb))
+        rows = (qb.shape[1], b.heads, b.cq)  # (B, N, cq)
+        specs = ((rows + (vb.shape[-1],), "float32"), (rows, "float32"))
+        return sequential_map(one_query_chunk, (indices, qb), specs)
 
     def block_gradients(self, i, j, tensors, carry, score_fn, params, variables):
         """Add block (i, j)'s share of dQ, dK, dV and the modifier's

@@ -55,13 +55,22 @@ def sequential_fori_loop(lower, upper, body_fun, init_val):
     )[1]
 
 
-def sequential_map(f, xs):
-    """`keras.ops.map` whose iterations run one at a time everywhere."""
+def sequential_map(f, xs, output_specs=None):
+    """`keras.ops.map` whose iterations run one at a time everywhere.
+
+    `output_specs`: a tuple of `(shape, dtype)` pairs, one per output of
+    `f` (`None` dimensions allowed). Without it, TensorFlow learns the output
+    signature by calling `f` once more outside the loop: unused, but its
+    stateful ops (callbacks) still run in a `tf.function`.
+    """
     if keras.backend.backend() != "tensorflow":
         return ops.map(f, xs)
     import tensorflow as tf
     from keras import tree
 
-    first = tree.map_structure(lambda x: x[0], xs)
-    signature = tree.map_structure(tf.TensorSpec.from_tensor, f(first))
+    if output_specs is None:
+        first = tree.map_structure(lambda x: x[0], xs)
+        signature = tree.map_structure(tf.TensorSpec.from_tensor, f(first))
+    else:
+        signature = tuple(tf.TensorSpec(shape, dtype) for shape, dtype in output_specs)
     return tf.map_fn(f, xs, fn_output_signature=signature, parallel_iterations=1)

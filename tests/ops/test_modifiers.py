@@ -404,3 +404,23 @@ def test_modifiers_round_trip_through_keras_serialization():
 def test_bad_arguments_name_themselves(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def test_chunked_path_reads_a_modifier_variable_assigned_after_a_call():
+    """A learned bias updated between eager calls is read fresh (JAX's
+    closure conversion caches per function)."""
+    bias = _t5_layer()
+    q, k, v = _inputs()
+
+    def both():
+        chunked = chunked_attention(q, k, v, score_modifier=bias, query_chunk_size=4)
+        dense, _ = ka.ops.multi_head_attention(
+            q, k, v, attention_impl="dense", score_modifier=bias
+        )
+        return ops.convert_to_numpy(chunked), ops.convert_to_numpy(dense)
+
+    before, _ = both()
+    bias.table.assign(TABLE * 3.0)
+    after, dense = both()
+    np.testing.assert_allclose(after, dense, atol=2e-5)
+    assert np.abs(after - before).max() > 1e-3
