@@ -10,5 +10,8 @@ weights `(B, S)`), or `None`.
 
 from keras_attention.decoding.beam_search import beam_search
 from keras_attention.decoding.greedy import greedy_search
+from keras_attention.decoding.sampling import sample
+from keras_attention.decoding.sampling import top_k_filter
+from keras_attention.decoding.sampling import top_p_filter
 
-__all__ = ["beam_search", "greedy_search"]
+__all__ = ["beam_search", "greedy_search", "sample", "top_k_filter", "top_p_filter"]

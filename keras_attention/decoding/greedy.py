@@ -57,13 +57,30 @@ def greedy_search(
     >>> ops.convert_to_numpy(tokens).tolist()
     [[1, 2, 3, 4], [4, 5, 6, 7]]
     """
+
+    def choose(logits, index):
+        return ops.argmax(logits, axis=-1)
+
+    return decode(
+        step_fn, choose, start_tokens, state, max_length, end_token, pad_token
+    )
+
+
+def decode(step_fn, choose, start_tokens, state, max_length, end_token, pad_token):
+    """The loop of `greedy_search` with the token choice left open.
+
+    `choose(logits, index) -> tokens` picks the next tokens `(B,)` from the
+    logits `(B, V)` of step `index` (a scalar int32 tensor): the arg-max for
+    greedy search, a random draw for `sample`. Everything else (buffers,
+    early stop, `pad_token` and zero `aux` after `end_token`) is shared.
+    """
     check_positive_int("max_length", max_length)
     start_tokens = ops.cast(start_tokens, "int32")
     check_rank("start_tokens", start_tokens.shape, 1)
     batch_size = ops.shape(start_tokens)[0]
 
-    def choose(logits, finished):
-        tokens = ops.cast(ops.argmax(logits, axis=-1), "int32")  # (B,)
+    def next_tokens(logits, index, finished):
+        tokens = ops.cast(choose(logits, index), "int32")  # (B,)
         return ops.where(finished, ops.cast(pad_token, "int32"), tokens)
 
     def is_end(tokens):
@@ -72,9 +89,10 @@ def greedy_search(
         return ops.equal(tokens, end_token)
 
     # Step 0 runs outside the loop: it tells the shapes of the aux buffers.
+    zero = ops.convert_to_tensor(0, "int32")
     finished = ops.zeros((batch_size,), dtype="bool")
-    logits, state, aux = step_fn(start_tokens, state, ops.convert_to_tensor(0, "int32"))
-    tokens = choose(logits, finished)
+    logits, state, aux = step_fn(start_tokens, state, zero)
+    tokens = next_tokens(logits, zero, finished)
     aux_flat = keras.tree.flatten(aux) if aux is not None else []
     token_buf = _write(
         ops.full((batch_size, max_length), pad_token, dtype="int32"), 0, tokens
@@ -90,7 +108,7 @@ def greedy_search(
     def body(index, carry):
         token_buf, aux_bufs, tokens, state, finished = carry
         logits, state, aux = step_fn(tokens, state, index)
-        new_tokens = choose(logits, finished)
+        new_tokens = next_tokens(logits, index, finished)
         new_aux = keras.tree.flatten(aux) if aux is not None else []
         aux_bufs = [
             _write(buf, index, _mask_finished(a, finished))

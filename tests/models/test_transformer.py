@@ -272,3 +272,86 @@ def test_generate_traces_the_step_once_not_per_token(monkeypatch, num_beams):
     assert len(traces) == per_compile  # same shapes: no retrace at all
     (function,) = model._generate_functions.values()
     assert function.experimental_get_tracing_count() == 1
+
+
+# -- sampling ----------------------------------------------------------------
+
+
+def _full_pass_log_probs_at_every_step(model, src, prefix):
+    logits = model({"encoder_tokens": src, "decoder_tokens": prefix})
+    logits = ops.convert_to_numpy(logits).astype("float64")
+    logits[..., PAD] = -1e9  # generate() never emits padding
+    logits -= logits.max(-1, keepdims=True)
+    return logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+
+
+@pytest.mark.parametrize(
+    "jit_compile", [pytest.param(True, marks=pytest.mark.slow_on_jax), False]
+)
+def test_sampled_generation_stays_in_the_models_top_k(rng, jit_compile):
+    model = _model(num_encoder_layers=1, num_decoder_layers=1)
+    src = rng.integers(3, 12, size=(4, 5))
+    length, k = 6, 3
+    tokens = ops.convert_to_numpy(
+        model.generate(
+            src,
+            max_length=length,
+            end_id=END,
+            sample=True,
+            temperature=5.0,  # flat: outside the top 3 would often be drawn
+            top_k=k,
+            seed=0,
+            jit_compile=jit_compile,
+        )
+    )
+    prefix = np.concatenate([np.full((4, 1), START), tokens[:, :-1]], 1)
+    log_probs = _full_pass_log_probs_at_every_step(model, src, prefix)  # (B, T, V)
+    ranks = (log_probs > np.take_along_axis(log_probs, tokens[..., None], -1)).sum(-1)
+    ended = np.cumsum(tokens == END, axis=1) - (tokens == END) > 0
+    assert (ranks[~ended] < k).all()  # every sampled token is in the top k ...
+    assert (ranks[~ended] > 0).any()  # ... and not always the greedy one
+    assert (tokens[ended] == PAD).all()
+
+
+@pytest.mark.slow_on_jax  # generate() runs op by op on JAX
+def test_sampled_generation_is_reproducible_with_a_seed(rng):
+    model = _model(num_encoder_layers=1, num_decoder_layers=1)
+    src = rng.integers(3, 12, size=(3, 5))
+
+    def generate(seed, **kwargs):
+        kwargs = {"max_length": 8, "sample": True, "top_p": 0.95, **kwargs}
+        return ops.convert_to_numpy(model.generate(src, seed=seed, **kwargs))
+
+    first = generate(11)
+    np.testing.assert_array_equal(first, generate(11))
+    np.testing.assert_array_equal(first, generate(11, jit_compile=False))
+    assert not np.array_equal(first, generate(12))
+    greedy = ops.convert_to_numpy(model.generate(src, max_length=8))
+    np.testing.assert_array_equal(generate(5, top_k=1, top_p=None), greedy)
+
+
+@pytest.mark.tf_only  # counts tf.function traces
+def test_sampling_with_a_new_seed_does_not_retrace():
+    model = _model(num_encoder_layers=1, num_decoder_layers=1)
+    src = np.random.default_rng(0).integers(3, 12, size=(2, 5))
+    runs = [
+        ops.convert_to_numpy(model.generate(src, max_length=6, sample=True, seed=s))
+        for s in (1, 2, None)
+    ]
+    assert not np.array_equal(runs[0], runs[1])
+    (function,) = model._generate_functions.values()
+    assert function.experimental_get_tracing_count() == 1
+
+
+def test_generate_sampling_bad_arguments():
+    model = _model(num_encoder_layers=1, num_decoder_layers=1)
+    src = np.array([[3, 4, 5]])
+    with pytest.raises(ValueError, match=r"`num_beams` must be 1.*num_beams=2"):
+        model.generate(src, max_length=3, sample=True, num_beams=2)
+    with pytest.raises(ValueError, match=r"apply only with `sample=True`.*top_k=5"):
+        model.generate(src, max_length=3, top_k=5)
+    with pytest.raises(ValueError, match=r"`temperature` must be.*temperature=0"):
+        model.generate(src, max_length=3, sample=True, temperature=0)
+    with pytest.raises(ValueError, match=r"`top_p` must be in \(0, 1\]"):
+        model.generate(src, max_length=3, sample=True, top_p=2.0)
+    assert model._generate_functions == {}  # nothing traced for bad arguments
