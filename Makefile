@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-large test-jax bench gpu-wheels gpu-check docs docs-serve lint format clean
+.PHONY: venv demo test test-large test-jax bench gpu-wheels gpu-check docs docs-serve docs-test lint format clean
 
 venv: $(STAMP)
 
@@ -70,7 +70,9 @@ gpu-check:
 
 # The documentation site (mkdocs-material + mkdocstrings) into site/: redraws
 # the guide's figures (docs/img/, about 30 s), then builds with --strict, so a
-# broken reference or a docstring griffe cannot parse fails the build.
+# broken reference or a docstring griffe cannot parse fails the build. The
+# formulas are typeset into MathML at build time (docs/hooks/mathml.py), so
+# the site shows them with no network; one it cannot typeset fails the build.
 docs: $(STAMP)
 	PYTHONPATH=. MPLBACKEND=Agg $(PY) docs/figures.py
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
@@ -78,6 +80,13 @@ docs: $(STAMP)
 docs-serve: $(STAMP)
 	PYTHONPATH=. MPLBACKEND=Agg $(PY) docs/figures.py
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve
+
+# The built site's formulas, offline: every page's HTML, and the guide pages in
+# headless Chromium with the network off (tests/test_docs_offline_math.py,
+# about 10 s). The browser part skips without Debian's chromium
+# (`apt-get install chromium`) or a CHROMIUM=/path/to/chromium.
+docs-test: $(STAMP)
+	$(PY) -m pytest -q -m "" -rs tests/test_docs_offline_math.py $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check keras_attention tests examples benchmarks docs/figures.py tools
