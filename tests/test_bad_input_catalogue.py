@@ -111,6 +111,36 @@ CASES = [
         "attention_impl='flash'",
     ),
     (
+        "num_key_value_heads-not-dividing",
+        lambda: L.MultiHeadAttention(4, 2, num_key_value_heads=3),
+        "num_key_value_heads",
+        "num_key_value_heads=3",
+    ),
+    (
+        "rope-odd-key_dim",
+        lambda: L.MultiHeadAttention(2, 5, rope_max_wavelength=10000),
+        "key_dim",
+        "key_dim=5",
+    ),
+    (
+        "score_modifier-not-callable",
+        lambda: L.TransformerDecoderBlock(2, 8, score_modifier="alibi"),
+        "score_modifier",
+        "score_modifier of type str",
+    ),
+    (
+        "sliding-window-0",
+        lambda: ka.modifiers.SlidingWindow(0),
+        "window",
+        "window=0",
+    ),
+    (
+        "alibi-heads-0",
+        lambda: ka.modifiers.ALiBi(num_heads=0),
+        "num_heads",
+        "num_heads=0",
+    ),
+    (
         "self-attention-axes",
         lambda: L.MultiHeadSelfAttention(2, 2, attention_axes=(1,)),
         "attention_axes",

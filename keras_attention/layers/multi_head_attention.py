@@ -165,6 +165,17 @@ class MultiHeadAttention(
     >>> output.shape, weights.shape
     (TensorShape([2, 3, 16]), TensorShape([2, 4, 3, 5]))
 
+    Grouped-query attention with rotary positions, a causal sliding window
+    and ALiBi biases:
+
+    >>> layer = ka.layers.MultiHeadAttention(
+    ...     num_heads=4, key_dim=4, num_key_value_heads=2,
+    ...     rope_max_wavelength=10000,
+    ...     mask_modifier=ka.modifiers.SlidingWindow(2),
+    ...     score_modifier=ka.modifiers.ALiBi(num_heads=4))
+    >>> layer(query, query).shape
+    TensorShape([2, 3, 16])
+
     References:
         - Vaswani et al., 2017: https://arxiv.org/abs/1706.03762
     """

@@ -19,8 +19,9 @@ class MultiHeadSelfAttention(MultiHeadAttention):
 
     The same maths as `MultiHeadAttention(query=x, value=x)`, but the three
     projections are one `EinsumDense` sublayer, `qkv`, with the kernel
-    `(D, N H + N H + N Hv)` = `[W^Q | W^K | W^V]` (each block head-major,
-    `(D, N, H)` flattened) applied in one matmul, which reads `x` once.
+    `(D, N H + G H + G Hv)` = `[W^Q | W^K | W^V]` (each block head-major,
+    `(D, N, H)` flattened; `G = num_key_value_heads`, `N` by default)
+    applied in one matmul, which reads `x` once.
     Each block is initialized as `keras.layers.MultiHeadAttention`
     initializes its query, key and value kernels (shape `(D, N, H)`, its
     own draw), so both layers start from the same distribution.
@@ -45,7 +46,9 @@ class MultiHeadSelfAttention(MultiHeadAttention):
         **kwargs: the other `MultiHeadAttention` arguments (`value_dim`,
             `dropout`, `use_bias`, `output_shape`, `sliding_window`,
             `use_gate`, initializers, regularizers, constraints, `seed`,
-            `attention_impl`) and base layer arguments. `attention_axes`
+            `attention_impl`, `num_key_value_heads`, `score_modifier`,
+            `mask_modifier`, `rope_max_wavelength`, `rope_scaling_factor`)
+            and base layer arguments. `attention_axes`
             is not one: the input is a `(B, T, D)` sequence.
 
     Call arguments:
@@ -56,7 +59,7 @@ class MultiHeadSelfAttention(MultiHeadAttention):
         return_attention_scores: also return float32 `(B, N, T, S)` weights.
         training: bool, whether dropout is active.
         use_causal_mask: bool.
-        cache: `None` or `(B, 2, S_max, N, H)`.
+        cache: `None` or `(B, 2, S_max, G, H)`.
         cache_update_index: `None` or the int position of the first token of
             `query`.
 

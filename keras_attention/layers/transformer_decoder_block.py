@@ -61,6 +61,11 @@ class TransformerDecoderBlock(TransformerBlockBase):
         attention_impl: `"auto"`, `"dense"` or `"chunked"` (exact,
             O(L)-memory attention), passed to the attention sublayers; see
             `MultiHeadAttention`.
+        num_key_value_heads, score_modifier, mask_modifier,
+        rope_max_wavelength, rope_scaling_factor: the self-attention's
+            open core (grouped-query attention, score and mask modifiers,
+            rotary positions); see `MultiHeadAttention`. The cross-attention
+            takes `num_key_value_heads` only.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -70,7 +75,8 @@ class TransformerDecoderBlock(TransformerBlockBase):
         decoder_attention_mask: `(T, T)`, `(B, T, T)` or `(B, N, T, T)`.
         encoder_padding_mask: `(B, S)`.
         encoder_attention_mask: `(T, S)`, `(B, T, S)` or `(B, N, T, S)`.
-        self_attention_cache: `(B, 2, T_max, N, H)` or `None`.
+        self_attention_cache: `(B, 2, T_max, G, H)` or `None` (`G` key/value
+            heads).
         self_attention_cache_update_index: int position of the first new
             token.
         cross_attention_cache: `(B, 2, S, N, H)` or `None`.

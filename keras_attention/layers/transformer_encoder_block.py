@@ -45,6 +45,10 @@ class TransformerEncoderBlock(TransformerBlockBase):
         attention_impl: `"auto"`, `"dense"` or `"chunked"` (exact,
             O(L)-memory attention), passed to the attention sublayer; see
             `MultiHeadAttention`.
+        num_key_value_heads, score_modifier, mask_modifier,
+        rope_max_wavelength, rope_scaling_factor: the self-attention's
+            open core (grouped-query attention, score and mask modifiers,
+            rotary positions); see `MultiHeadAttention`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

@@ -278,28 +278,36 @@ def test_chunked_gradients_equal_dense(name, compiled):
         assert np.abs(dense[3]).sum() > 1e-3
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 @pytest.mark.parametrize("name", CASES)
-def test_cached_decoding_equals_full_pass(name):
-    """Token by token with the query at the cache index, the keys written
-    so far visible: the rows of the full causal pass."""
+def test_cached_decoding_equals_full_pass(name, compiled):
+    """Token by token with the query at the (traced) cache index and the
+    keys written so far visible: the rows of the full causal pass."""
     score, mask, _, _ = _case(name)
     mask = km.CausalMask() if mask is None else km.AndMask([mask, km.CausalMask()])
     q, k, v = _inputs()
     full, _ = ka.ops.multi_head_attention(
         q, k, v, attention_impl="dense", score_modifier=score, mask_modifier=mask
     )
-    for index in range(T):
-        step, _ = ka.ops.multi_head_attention(
-            q[:, index : index + 1],
+
+    def step(q_step, index):
+        written = ops.arange(T, dtype="int32")[None] <= index
+        out, _ = ka.ops.multi_head_attention(
+            q_step,
             k,
             v,
-            key_mask=np.arange(T)[None] <= index,
+            key_mask=written,
             causal_offset=index,
             score_modifier=score,
             mask_modifier=mask,
         )
+        return out
+
+    step = _compile(step, compiled)
+    for index in range(T):
+        out = step(q[:, index : index + 1], ops.convert_to_tensor(index, "int32"))
         np.testing.assert_allclose(
-            ops.convert_to_numpy(step)[:, 0],
+            ops.convert_to_numpy(out)[:, 0],
             ops.convert_to_numpy(full)[:, index],
             atol=2e-5,
         )
