@@ -25,6 +25,9 @@ matplotlib.use("Agg")
 import keras  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.colors import ListedColormap  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from keras_attention.visualization import plot_attention  # noqa: E402
@@ -367,6 +370,437 @@ def sagan():
     return _save(fig, "sagan")
 
 
+# -- attention variants (docs/guide/attention-variants.md) ----------------------
+#
+# Every pattern below is the library's own modifier evaluated on index grids
+# from `ka.ops.position_indices`, exactly as the attention paths call it, so
+# the pictures cannot drift from the code.
+
+_BLOCKED, _ALLOWED, _ADDED = "#eeeeee", "#3f51b5", "#ff9800"
+
+
+def _pattern(modifier, queries=16, keys=16, query_start=0, heads=1, batch=1):
+    """A mask modifier on `(batch, heads, queries, keys)` index grids; the
+    queries sit at absolute positions `query_start + [0, queries)`."""
+    indices = ka.ops.position_indices(
+        batch, heads, query_start + np.arange(queries), np.arange(keys)
+    )
+    mask = keras.ops.convert_to_numpy(modifier(*indices))
+    return np.broadcast_to(mask, (batch, heads, queries, keys))
+
+
+def _scores(modifier, score, queries, keys, query_start=0, heads=1):
+    """A score modifier applied to `score` (broadcast to the grid)."""
+    indices = ka.ops.position_indices(
+        1, heads, query_start + np.arange(queries), np.arange(keys)
+    )
+    shape = (1, heads, queries, keys)
+    score = keras.ops.broadcast_to(keras.ops.convert_to_tensor(score, "float32"), shape)
+    return keras.ops.convert_to_numpy(modifier(score, *indices))[0]
+
+
+def _mask_panel(ax, mask, title, query_start=0, base=None, labels=None):
+    """A boolean `(T, S)` grid: allowed cells indigo; with `base`, the cells
+    that `mask` adds to `base` orange."""
+    mask = np.asarray(mask, bool)
+    kinds = mask.astype(int)
+    if base is not None:
+        kinds = np.where(mask & ~np.asarray(base, bool), 2, kinds)
+    colors = ListedColormap([_BLOCKED, _ALLOWED, _ADDED])
+    t, s = mask.shape
+    ax.imshow(
+        kinds,
+        cmap=colors,
+        vmin=0,
+        vmax=2,
+        extent=(-0.5, s - 0.5, query_start + t - 0.5, query_start - 0.5),
+        interpolation="nearest",
+    )
+    if max(t, s) <= 32:  # cell borders, where cells are large enough
+        ax.set_xticks(np.arange(-0.5, s, 1), minor=True)
+        ax.set_yticks(np.arange(query_start - 0.5, query_start + t, 1), minor=True)
+        ax.grid(which="minor", color="white", linewidth=0.5)
+        ax.tick_params(which="minor", length=0)
+    ax.tick_params(labelsize=7)
+    step = 4 if max(t, s) <= 32 else 16
+    ax.set_xticks(np.arange(0, s, step))
+    ax.set_yticks(np.arange(query_start, query_start + t, step if t > 4 else 1))
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("key position j", fontsize=8)
+    ax.set_ylabel("query position i", fontsize=8)
+    if labels:
+        patches = [
+            Patch(color=c, label=label)
+            for c, label in zip((_ALLOWED, _ADDED), labels, strict=True)
+        ]
+        ax.legend(handles=patches, fontsize=7, loc="upper right", framealpha=0.9)
+
+
+def _mask_figure(panels, width=3.1, height=3.2):
+    fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), height))
+    for ax, panel in zip(np.atleast_1d(axes), panels, strict=True):
+        _mask_panel(ax, **panel)
+    fig.tight_layout()
+    return fig
+
+
+def _variant_causal():
+    km = ka.modifiers
+    fig = _mask_figure(
+        [
+            dict(
+                mask=_pattern(km.CausalMask())[0, 0], title="CausalMask(), T = S = 16"
+            ),
+            dict(
+                mask=_pattern(km.CausalMask(), queries=4, query_start=12)[0, 0],
+                query_start=12,
+                title="4 queries at positions 12-15\n(a cache): bottom-right",
+            ),
+        ],
+    )
+    return _save(fig, "variant_causal")
+
+
+def _variant_sliding_window():
+    km = ka.modifiers
+    fig = _mask_figure(
+        [
+            dict(mask=_pattern(km.SlidingWindow(4))[0, 0], title="SlidingWindow(4)"),
+            dict(
+                mask=_pattern(km.SlidingWindow(4, causal=False))[0, 0],
+                title="SlidingWindow(4, causal=False)",
+            ),
+        ],
+    )
+    return _save(fig, "variant_sliding_window")
+
+
+def _variant_sinks():
+    km = ka.modifiers
+    window = km.SlidingWindow(4)
+    fig = _mask_figure(
+        [
+            dict(
+                mask=_pattern(km.AttentionSinks(2, window))[0, 0],
+                base=_pattern(window)[0, 0],
+                title="AttentionSinks(2, SlidingWindow(4))",
+                labels=["the window", "the sinks"],
+            )
+        ],
+        width=3.6,
+        height=3.6,
+    )
+    return _save(fig, "variant_sinks")
+
+
+def _variant_prefix_lm():
+    km = ka.modifiers
+    prefix = km.PrefixLM(np.array([3, 10]))  # one prefix length per example
+    masks = _pattern(prefix, batch=2)[:, 0]
+    causal = _pattern(km.CausalMask())[0, 0]
+    fig = _mask_figure(
+        [
+            dict(
+                mask=masks[b],
+                base=causal,
+                title=f"PrefixLM([3, 10]), example {b} (P = {p})",
+                labels=["causal", "the prefix"],
+            )
+            for b, p in ((0, 3), (1, 10))
+        ],
+    )
+    return _save(fig, "variant_prefix_lm")
+
+
+def _segment_ids():
+    return np.array([[0] * 5 + [1] * 7 + [2] * 4])
+
+
+def _variant_segments():
+    km = ka.modifiers
+    segments = km.SegmentMask(_segment_ids())
+    fig = _mask_figure(
+        [
+            dict(mask=_pattern(segments)[0, 0], title="SegmentMask(ids)"),
+            dict(
+                mask=_pattern(segments & km.CausalMask())[0, 0],
+                title="SegmentMask(ids) & CausalMask()",
+            ),
+        ],
+    )
+    fig.suptitle("ids = [0]*5 + [1]*7 + [2]*4: three sequences packed", fontsize=9)
+    fig.tight_layout()
+    return _save(fig, "variant_segments")
+
+
+def _variant_block_local_2d():
+    km = ka.modifiers
+    size, pixel = 12, (6, 5)  # a 12 x 12 image; the query pixel (row, col)
+    query = pixel[0] * size + pixel[1]
+    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.6))
+    for ax, causal in zip(axes[:2], (True, False), strict=True):
+        modifier = km.BlockLocal2D(size, (4, 4), (2, 2), causal=causal)
+        row = _pattern(modifier, queries=1, keys=size * size, query_start=query)
+        image = row[0, 0, 0].reshape(size, size).astype(int)
+        image[pixel] = 2
+        colors = ListedColormap([_BLOCKED, _ALLOWED, "#e53935"])
+        ax.imshow(image, cmap=colors, vmin=0, vmax=2)
+        ax.add_patch(
+            Rectangle((3.5, 3.5), 4, 4, fill=False, edgecolor="black", linewidth=1.5)
+        )
+        ax.set_xticks(np.arange(-0.5, size, 1), minor=True)
+        ax.set_yticks(np.arange(-0.5, size, 1), minor=True)
+        ax.grid(which="minor", color="white", linewidth=0.5)
+        ax.tick_params(which="both", length=0, labelsize=7)
+        ax.set_xlabel("column", fontsize=8)
+        ax.set_ylabel("row", fontsize=8)
+        ax.set_title(
+            f"causal={causal}: what pixel {pixel} (red) sees\n"
+            "query block 4x4 (black), flange 2 pixels",
+            fontsize=9,
+        )
+    full = _pattern(
+        km.BlockLocal2D(size, (4, 4), (2, 2)), queries=size * size, keys=size * size
+    )
+    _mask_panel(axes[2], full[0, 0], "the whole mask, raster order (144 x 144)")
+    fig.suptitle(
+        "BlockLocal2D(12, query_block=(4, 4), memory_flange=(2, 2))", fontsize=9
+    )
+    fig.tight_layout()
+    return _save(fig, "variant_block_local_2d")
+
+
+def _variant_alibi():
+    km = ka.modifiers
+    heads, length = 4, 16
+    zeros = np.zeros((1, 1, 1, 1), "float32")
+    causal = _pattern(km.CausalMask())[0, 0]
+    rows = (
+        ("ALiBi(4) + CausalMask()", km.ALiBi(heads), causal),
+        ("ALiBi(4, symmetric=True)", km.ALiBi(heads, symmetric=True), None),
+    )
+    fig, axes = plt.subplots(2, heads, figsize=(10, 5.4))
+    slopes = ka.ops.alibi_slopes(heads)
+    vmin = -slopes[0] * (length - 1)
+    for (label, modifier, mask), ax_row in zip(rows, axes, strict=True):
+        bias = _scores(modifier, zeros, length, length, heads=heads)  # (N, T, S)
+        for head, ax in enumerate(ax_row):
+            shown = bias[head] if mask is None else np.where(mask, bias[head], np.nan)
+            image = ax.imshow(shown, cmap="viridis", vmin=vmin, vmax=0.0)
+            ax.set_title(
+                f"{label}\nhead {head}, slope 1/{round(1 / slopes[head])}", fontsize=8
+            )
+            ax.tick_params(labelsize=6)
+    fig.colorbar(image, ax=axes, shrink=0.8, label="bias added to the score")
+    return _save(fig, "variant_alibi")
+
+
+def _variant_softcap():
+    cap = ka.modifiers.SoftCap(50.0)
+    score = np.linspace(-150, 150, 301, dtype="float32")[None, None, None]
+    capped = _scores(cap, score, 1, score.shape[-1])[0, 0]
+    fig, ax = plt.subplots(figsize=(4.2, 3.0))
+    ax.plot(score[0, 0, 0], score[0, 0, 0], "--", color="grey", label="no cap")
+    ax.plot(score[0, 0, 0], capped, color=_ALLOWED, label="SoftCap(50.0)")
+    for y in (-50, 50):
+        ax.axhline(y, color="grey", linewidth=0.5)
+    ax.set_ylim(-80, 80)
+    ax.set_xlabel("score s", fontsize=8)
+    ax.set_ylabel("modified score", fontsize=8)
+    ax.set_title("50 tanh(s / 50): linear near 0, bounded by 50", fontsize=9)
+    ax.legend(fontsize=7)
+    ax.tick_params(labelsize=7)
+    return _save(fig, "variant_softcap")
+
+
+def _bucket_layer(bidirectional):
+    """A T5 bias whose table holds each bucket's own number: its output is
+    the bucket map."""
+    layer = ka.modifiers.RelativePositionBias(1, bidirectional=bidirectional)
+    layer.build()
+    layer.table.assign(np.arange(32, dtype="float32")[:, None])
+    return layer
+
+
+def _variant_t5():
+    fig, (ax_line, ax_map) = plt.subplots(1, 2, figsize=(9, 3.4))
+    zeros = np.zeros((1, 1, 1, 1), "float32")
+    relative = np.arange(-160, 161)  # key - query: a query at 160, keys 0..320
+    for bidirectional, style in ((True, "-"), (False, "--")):
+        buckets = _scores(_bucket_layer(bidirectional), zeros, 1, 321, query_start=160)
+        ax_line.step(
+            relative, buckets[0, 0], style, where="mid", label=f"{bidirectional=}"
+        )
+    ax_line.axvline(0, color="grey", linewidth=0.5)
+    ax_line.set_xlabel("relative position j - i", fontsize=8)
+    ax_line.set_ylabel("bucket", fontsize=8)
+    ax_line.set_title("32 buckets, max_distance=128", fontsize=9)
+    ax_line.legend(fontsize=7)
+    ax_line.tick_params(labelsize=7)
+    buckets = _scores(_bucket_layer(True), zeros, 32, 32)[0]
+    image = ax_map.imshow(buckets, cmap="tab20b")
+    ax_map.set_title("bucket(j - i) for T = S = 32 (bidirectional)", fontsize=9)
+    ax_map.set_xlabel("key position j", fontsize=8)
+    ax_map.set_ylabel("query position i", fontsize=8)
+    ax_map.tick_params(labelsize=7)
+    fig.colorbar(image, ax=ax_map, label="bucket")
+    fig.tight_layout()
+    return _save(fig, "variant_t5")
+
+
+def _variant_rope():
+    rng = np.random.default_rng(0)
+    head_dim, length = 32, 48
+    q, k = rng.normal(size=(2, head_dim)).astype("float32")
+
+    def rotated(x, positions, factor=1.0):
+        x = np.broadcast_to(x, (1, len(positions), 1, head_dim))
+        out = ka.ops.rotary_embedding(x, positions, scaling_factor=factor)
+        return keras.ops.convert_to_numpy(out)[0, :, 0]
+
+    positions = np.arange(length)
+    scores = rotated(q, positions) @ rotated(k, positions).T
+    fig, (ax_map, ax_line) = plt.subplots(1, 2, figsize=(9, 3.4))
+    image = ax_map.imshow(scores, cmap="RdBu_r")
+    ax_map.set_title("RoPE(q, i) . RoPE(k, j): constant along diagonals", fontsize=9)
+    ax_map.set_xlabel("key position j", fontsize=8)
+    ax_map.set_ylabel("query position i", fontsize=8)
+    ax_map.tick_params(labelsize=7)
+    fig.colorbar(image, ax=ax_map)
+    offsets = np.arange(160)
+    for factor in (1.0, 4.0):
+        line = rotated(q, offsets, factor) @ rotated(q, np.zeros(1), factor)[0]
+        ax_line.plot(offsets, line, label=f"rope_scaling_factor={factor:g}")
+    ax_line.set_xlabel("offset i - j", fontsize=8)
+    ax_line.set_ylabel("score", fontsize=8)
+    ax_line.set_title("RoPE(q, i) . RoPE(q, j) as a function of i - j", fontsize=9)
+    ax_line.legend(fontsize=7)
+    ax_line.tick_params(labelsize=7)
+    fig.tight_layout()
+    return _save(fig, "variant_rope")
+
+
+def _variant_gqa():
+    heads = 8
+    fig, axes = plt.subplots(1, 3, figsize=(11, 2.4))
+    for ax, groups in zip(axes, (8, 2, 1), strict=True):
+        # Key/value head g holds the number g; repeated as the attention does.
+        kv = np.arange(groups, dtype="float32").reshape(1, 1, groups, 1)
+        used = ka.ops.repeat_key_value_heads(kv, heads // groups)
+        used = keras.ops.convert_to_numpy(used)[0, 0, :, 0].astype(int)
+        kv_x = (np.arange(groups) + 0.5) * heads / groups - 0.5
+        for n, g in enumerate(used):
+            ax.plot([n, kv_x[g]], [1, 0], color="grey", linewidth=0.8, zorder=1)
+        ax.scatter(np.arange(heads), np.ones(heads), s=260, marker="s", c="C0")
+        ax.scatter(kv_x, np.zeros(groups), s=260, marker="s", c="C1")
+        for n in range(heads):
+            ax.text(n, 1, str(n), ha="center", va="center", color="white", fontsize=7)
+        for g in range(groups):
+            ax.text(kv_x[g], 0, str(g), ha="center", va="center", fontsize=7)
+        name = {8: "multi-head", 2: "grouped-query", 1: "multi-query"}[groups]
+        ax.set_title(f"{name}: N = 8 query heads, G = {groups}", fontsize=9)
+        ax.set_ylim(-0.4, 1.4)
+        ax.set_xlim(-0.8, heads - 0.2)
+        ax.set_yticks([0, 1], ["key/value\nheads", "query\nheads"], fontsize=8)
+        ax.set_xticks([])
+        for side in ("top", "right", "bottom", "left"):
+            ax.spines[side].set_visible(False)
+    fig.tight_layout()
+    return _save(fig, "variant_gqa")
+
+
+def _every_4th(batch, head, query, key):
+    """A plain function: keys a multiple of 4 positions before (or after)."""
+    return (query - key) % 4 == 0
+
+
+def _variant_combine():
+    km = ka.modifiers
+    segments = km.SegmentMask(_segment_ids())
+    strided = km.SlidingWindow(4) | (km.CausalMask() & _every_4th)
+    fig = _mask_figure(
+        [
+            dict(
+                mask=_pattern(km.PrefixLM(5) & km.SlidingWindow(4, causal=False))[0, 0],
+                title="PrefixLM(5)\n& SlidingWindow(4, causal=False)",
+            ),
+            dict(
+                mask=_pattern(segments & km.SlidingWindow(3))[0, 0],
+                title="SegmentMask(ids)\n& SlidingWindow(3)",
+            ),
+            dict(
+                mask=_pattern(strided)[0, 0],
+                title="SlidingWindow(4)\n| (CausalMask() & every_4th)",
+            ),
+        ],
+    )
+    return _save(fig, "variant_combine")
+
+
+def _variant_blocks():
+    """Which blocks the chunked path computes: the key blocks inside the
+    modifier's `key_range`, and of those only the ones with a visible pair."""
+    km = ka.modifiers
+    length, chunk = 64, 8
+    blocks = length // chunk
+    panels = (
+        ("SlidingWindow(12)", km.SlidingWindow(12)),
+        (
+            "AttentionSinks(4, SlidingWindow(12))",
+            km.AttentionSinks(4, km.SlidingWindow(12)),
+        ),
+    )
+    fig, axes = plt.subplots(1, 2, figsize=(8.6, 4.1))
+    for ax, (title, modifier) in zip(axes, panels, strict=True):
+        mask = _pattern(modifier, queries=length, keys=length)[0, 0]
+        _mask_panel(ax, mask, title)
+        computed = skipped = 0
+        for i in range(blocks):
+            lo, hi = ka.ops.modifiers.key_range(modifier, i * chunk, (i + 1) * chunk)
+            first, stop = max(int(lo), 0) // chunk, -(-min(int(hi), length) // chunk)
+            for j in range(blocks):
+                block = mask[i * chunk : (i + 1) * chunk, j * chunk : (j + 1) * chunk]
+                if not first <= j < stop:
+                    style = dict(facecolor="none", edgecolor="none")
+                elif block.any():
+                    style = dict(facecolor="none", edgecolor="black", linewidth=1.2)
+                    computed += 1
+                else:
+                    style = dict(facecolor="#ff9800", alpha=0.35, edgecolor="#ff9800")
+                    skipped += 1
+                ax.add_patch(
+                    Rectangle((j * chunk - 0.5, i * chunk - 0.5), chunk, chunk, **style)
+                )
+        ax.set_title(f"{title}\n{computed} computed, {skipped} skipped", fontsize=9)
+    fig.suptitle(
+        "the chunked path, L = 64 in 8 x 8 blocks: computed (black), tested and "
+        "skipped (orange), never visited (the rest)",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    return _save(fig, "variant_blocks")
+
+
+def attention_variants():
+    """The mask and bias patterns of the built-in modifiers, RoPE and GQA."""
+    paths = [
+        _variant_causal(),
+        _variant_sliding_window(),
+        _variant_sinks(),
+        _variant_prefix_lm(),
+        _variant_segments(),
+        _variant_block_local_2d(),
+        _variant_alibi(),
+        _variant_softcap(),
+        _variant_t5(),
+        _variant_rope(),
+        _variant_gqa(),
+        _variant_combine(),
+        _variant_blocks(),
+    ]
+    return f"{paths[0].parent}/variant_*.png ({len(paths)} figures)"
+
+
 FIGURES = {
     "soft": soft_attention,
     "scores": score_functions,
@@ -379,6 +813,7 @@ FIGURES = {
     "alignment": alignment,
     "pointer": pointer,
     "sagan": sagan,
+    "variants": attention_variants,
 }
 
 

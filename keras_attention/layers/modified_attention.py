@@ -21,6 +21,20 @@ def _check_modifier(name, modifier):
         )
 
 
+def _nested_layers(modifier):
+    """The Keras layers in a modifier and in the modifiers it combines."""
+    if isinstance(modifier, keras.layers.Layer):
+        return [modifier]
+    found = []
+    for name in ("modifiers", "masks"):
+        for inner in getattr(modifier, name, None) or []:
+            found.extend(_nested_layers(inner))
+    inner = getattr(modifier, "mask", None)
+    if inner is not None and not isinstance(inner, (bool, int)):
+        found.extend(_nested_layers(inner))
+    return found
+
+
 class ModifiedAttentionMixin:
     """Mixed into `MultiHeadAttention` (before Keras' layer)."""
 
@@ -63,6 +77,14 @@ class ModifiedAttentionMixin:
         self.mask_modifier = mask_modifier
         self.rope_max_wavelength = rope_max_wavelength
         self.rope_scaling_factor = float(rope_scaling_factor)
+        # Layers inside composite modifiers (a `RelativePositionBias` in a
+        # `ScoreChain`), tracked so that they are built, saved and trained.
+        self._nested_modifier_layers = [
+            layer
+            for modifier in (score_modifier, mask_modifier)
+            for layer in _nested_layers(modifier)
+            if layer is not modifier
+        ]
 
     @property
     def _kv_heads(self):
@@ -114,9 +136,9 @@ class ModifiedAttentionMixin:
             )
 
     def _build_score_modifier(self):
-        modifier = self.score_modifier
-        if isinstance(modifier, keras.layers.Layer) and not modifier.built:
-            modifier.build()
+        for modifier in (self.score_modifier, *self._nested_modifier_layers):
+            if isinstance(modifier, keras.layers.Layer) and not modifier.built:
+                modifier.build()
 
     def _build_grouped(self, query_shape, value_shape, key_shape):
         """Keras' sublayers, with `G` heads for keys and values."""

@@ -32,11 +32,11 @@ class TransformerDecoder(TransformerStackBase):
             `TransformerDecoderBlock`.
         activation, normalize_first, layer_norm_epsilon: as
             `TransformerDecoderBlock`.
-        kernel_initializer, bias_initializer, seed, attention_impl,
-        num_key_value_heads, score_modifier, mask_modifier,
-        rope_max_wavelength, rope_scaling_factor: as `TransformerDecoderBlock` (each
-            block gets its own copy of a modifier, e.g. its own relative
-            bias table).
+        kernel_initializer, bias_initializer, seed, attention_impl: as
+            `TransformerDecoderBlock`.
+        num_key_value_heads, score_modifier, mask_modifier: as
+            `TransformerDecoderBlock`; each block gets its own copy of a modifier.
+        rope_max_wavelength, rope_scaling_factor: as `TransformerDecoderBlock`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

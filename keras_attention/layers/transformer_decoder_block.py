@@ -61,11 +61,15 @@ class TransformerDecoderBlock(TransformerBlockBase):
         attention_impl: `"auto"`, `"dense"` or `"chunked"` (exact,
             O(L)-memory attention), passed to the attention sublayers; see
             `MultiHeadAttention`.
-        num_key_value_heads, score_modifier, mask_modifier,
-        rope_max_wavelength, rope_scaling_factor: the self-attention's
-            open core (grouped-query attention, score and mask modifiers,
-            rotary positions); see `MultiHeadAttention`. The cross-attention
-            takes `num_key_value_heads` only.
+        num_key_value_heads: key/value heads of the attention (grouped-
+            query attention); see `MultiHeadAttention`. The
+            cross-attention takes it too.
+        score_modifier: the self-attention's score modifier; see
+            `MultiHeadAttention`.
+        mask_modifier: the self-attention's mask modifier.
+        rope_max_wavelength: rotary positions in the self-attention.
+        rope_scaling_factor: linear position interpolation of the rotary
+            positions.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

@@ -24,11 +24,11 @@ class TransformerEncoder(TransformerStackBase):
             `TransformerEncoderBlock`.
         activation, normalize_first, layer_norm_epsilon: as
             `TransformerEncoderBlock`.
-        kernel_initializer, bias_initializer, seed, attention_impl,
-        num_key_value_heads, score_modifier, mask_modifier,
-        rope_max_wavelength, rope_scaling_factor: as `TransformerEncoderBlock` (each
-            block gets its own copy of a modifier, e.g. its own relative
-            bias table).
+        kernel_initializer, bias_initializer, seed, attention_impl: as
+            `TransformerEncoderBlock`.
+        num_key_value_heads, score_modifier, mask_modifier: as
+            `TransformerEncoderBlock`; each block gets its own copy of a modifier.
+        rope_max_wavelength, rope_scaling_factor: as `TransformerEncoderBlock`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

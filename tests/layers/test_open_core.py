@@ -347,3 +347,20 @@ def test_transformer_position_encodings_generate_like_the_full_pass(
     np.testing.assert_array_equal(
         np.argmax(ops.convert_to_numpy(logits), -1), ops.convert_to_numpy(tokens)
     )
+
+
+def test_learned_bias_inside_a_chain_is_tracked_and_trained():
+    chain = km.ScoreChain(
+        [km.RelativePositionBias(2, bidirectional=False), km.SoftCap(5.0)]
+    )
+    layer = ka.layers.MultiHeadSelfAttention(2, 4, score_modifier=chain)
+    x = np.random.default_rng(8).normal(size=(2, 6, 8)).astype("float32")
+    layer(x, use_causal_mask=True)
+    tables = [w for w in layer.trainable_weights if "table" in w.path]
+    assert len(tables) == 1 and tables[0].shape == (32, 2)
+    inputs = keras.Input((6, 8))
+    model = keras.Model(inputs, layer(inputs, use_causal_mask=True))
+    model.compile(optimizer=keras.optimizers.SGD(1.0), loss="mse")
+    before = ops.convert_to_numpy(tables[0]).copy()
+    model.fit(x, np.ones((2, 6, 8), "float32"), epochs=1, verbose=0)
+    assert np.abs(ops.convert_to_numpy(tables[0]) - before).max() > 0
