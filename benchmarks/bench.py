@@ -29,6 +29,23 @@ Sections (`--sections`, default all):
   with its cache) vs 4 `keras_hub.layers.TransformerDecoder` with their
   caches (the way keras-hub's causal LMs generate). Same embedding, logits
   and loop; only the decoder layers differ.
+- `window` (issue 13): a causal sliding window (`--window`, 512) vs full
+  causal attention, `ops.chunked_attention` forward+backward under XLA at
+  `--window-length` (32768), B=1, `--window-heads` (1) heads, key_dim 64;
+  the window asked for three ways (the `SlidingWindow` mask modifier alone,
+  with `causal=True`, and the `sliding_window=` argument); then the peak RSS
+  of the sliding window (and of full causal) at `--window-memory-lengths`, a
+  fresh child process per point as in `memory`.
+- `modifier` (issue 13): `ops.chunked_attention(causal=True)` forward+backward
+  under XLA at `--modifier-length` (4096), B=1, 8 heads, key_dim 64, without a
+  score modifier vs a learned relative-bias table `(2 L - 1, N)` closed over
+  as a `keras.Variable` (its gradient included) and vs
+  `modifiers.RelativePositionBias`.
+- `gqa` (issue 13): cached greedy generation with our `TransformerDecoder`
+  (`--gqa-layers` 4, 8 query heads, d_model 512, intermediate 2048) at batch
+  16 and a `--gqa-max-length` (2048) cache, 8 vs 2 key/value heads
+  (`num_key_value_heads`): tokens/s of one XLA `fori_loop` writing the last
+  `--gqa-steps` (32) positions of the cache.
 
     make bench                                  # everything
     PYTHONPATH=. python benchmarks/bench.py --sections layer --rounds 7
@@ -36,11 +53,13 @@ Sections (`--sections`, default all):
 """
 
 import argparse
+import glob
 import json
 import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -53,7 +72,7 @@ from keras import ops  # noqa: E402
 import keras_attention as ka  # noqa: E402
 
 GIB = 1024**3
-SECTIONS = ("layer", "memory", "encoder", "generation")
+SECTIONS = ("layer", "memory", "encoder", "generation", "window", "modifier", "gqa")
 
 
 # -- timing helpers ----------------------------------------------------------
@@ -201,8 +220,22 @@ def layer_section(args):
 # -- 2. memory: one child process per point ----------------------------------
 
 
-def memory_point(impl, length, heads, key_dim):
-    """Child process: one forward+backward under XLA; print a JSON line."""
+def memory_point(impl, length, args):
+    """Child process: one forward+backward under XLA; print a JSON line.
+
+    `impl`: `"auto"`, `"chunked"`, `"dense"` (our self-attention layer),
+    `"keras"` (Keras' layer), or `"op-causal"` / `"op-window"`
+    (`ops.chunked_attention` alone, full causal / `SlidingWindow`, see
+    `window_section`).
+    """
+    heads, key_dim = args.heads, args.key_dim
+    if impl.startswith("op-"):
+        shape = (1, length, heads, key_dim)
+        qkv = [tf.random.normal(shape) for _ in range(3)]
+        kwargs = window_variants(args.window)[impl[3:]][1]
+        step = attention_gradients(args.window_chunk, **kwargs)
+        _report_memory(lambda: block(step(*qkv)))
+        return
     d = heads * key_dim
     x = tf.random.normal((1, length, d))
     if impl == "keras":
@@ -226,14 +259,21 @@ def memory_point(impl, length, heads, key_dim):
             loss = tf.reduce_sum(call(x))
         return tape.gradient(loss, [x, *layer.trainable_weights])
 
+    _report_memory(lambda: block(step(x)))
+
+
+def _report_memory(call):
+    """Run `call` (compiles on the first call) and print the RESULT line:
+    RSS before it, this process' peak RSS, and the time of a second call
+    (or of the first, compile included, when that took over 30 s)."""
     base = _proc_status(os.getpid(), "VmRSS:")
     start = time.perf_counter()
-    block(step(x))
+    call()
     seconds = time.perf_counter() - start
     first = True
     if seconds < 30:  # small enough: time a second, compiled call
         start = time.perf_counter()
-        block(step(x))
+        call()
         seconds = time.perf_counter() - start
         first = False
     # The peak of this process' own memory map: not `ru_maxrss`, which a
@@ -248,8 +288,36 @@ def memory_point(impl, length, heads, key_dim):
     )
 
 
-def run_child(impl, length, args):
-    """Run one memory point in a fresh process under an RSS cap and timeout."""
+def run_child(impl, length, args, heads=None, xla_report=False):
+    """Run one memory point in a fresh process under an RSS cap and timeout.
+
+    With `xla_report`, the child dumps what XLA compiled
+    (`--xla_dump_to`) and the result has `xla_bytes`: the "Total bytes
+    used" of the largest program's memory-usage report (arguments, outputs
+    and XLA's preallocated temporaries of the compiled step), read from the
+    dump, which is then deleted.
+    """
+    if xla_report:
+        with tempfile.TemporaryDirectory() as dump:
+            result = _run_child(impl, length, args, heads, dump)
+            if result["status"] == "ok":
+                result["xla_bytes"] = _xla_bytes_used(dump)
+            return result
+    return _run_child(impl, length, args, heads, None)
+
+
+def _xla_bytes_used(dump):
+    """The largest "Total bytes used" among the memory-usage reports."""
+    totals = [0]
+    for name in glob.glob(os.path.join(dump, "*memory-usage-report.txt")):
+        with open(name) as f:
+            first = f.readline()  # "Total bytes used: 123 (0.12MiB)"
+        if first.startswith("Total bytes used:"):
+            totals.append(int(first.split(":")[1].split()[0]))
+    return max(totals)
+
+
+def _run_child(impl, length, args, heads, dump):
     cmd = [
         sys.executable,
         os.path.abspath(__file__),
@@ -257,11 +325,17 @@ def run_child(impl, length, args):
         impl,
         str(length),
         "--heads",
-        str(args.heads),
+        str(heads or args.heads),
         "--key-dim",
         str(args.key_dim),
+        "--window",
+        str(args.window),
+        "--window-chunk",
+        str(args.window_chunk),
     ]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    if dump:
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_dump_to={dump}".strip()
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
@@ -480,6 +554,274 @@ def generation_section(args):
     return rows
 
 
+# -- 5. sliding window vs full causal (issue 13) -----------------------------
+
+
+def window_variants(window):
+    """name -> (label, `chunked_attention` arguments): full causal (the
+    anchor) and the same causal sliding window asked for three ways."""
+    sliding = ka.modifiers.SlidingWindow(window)
+    return {
+        "causal": ("full causal: `causal=True`", dict(causal=True)),
+        "window": (
+            f"`mask_modifier=SlidingWindow({window})`",
+            dict(mask_modifier=sliding),
+        ),
+        "causal-window": (
+            f"`causal=True, mask_modifier=SlidingWindow({window})`",
+            dict(causal=True, mask_modifier=sliding),
+        ),
+        "window-arg": (
+            f"`causal=True, sliding_window={window}`",
+            dict(causal=True, sliding_window=window),
+        ),
+    }
+
+
+def attention_gradients(chunk, variables=(), **kwargs):
+    """XLA-compiled `(q, k, v) -> gradients of sum(chunked_attention(...))`
+    with respect to q, k, v and `variables`."""
+
+    def step(q, k, v):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v])
+            out = ka.ops.chunked_attention(
+                q, k, v, query_chunk_size=chunk, key_chunk_size=chunk, **kwargs
+            )
+            loss = tf.reduce_sum(out)
+        return tape.gradient(loss, [q, k, v, *variables])
+
+    return compiled(step, "xla")
+
+
+def window_section(args):
+    length, w, h, dk = args.window_length, args.window, args.window_heads, args.key_dim
+    chunk = args.window_chunk
+    print(
+        f"\n### 5. Sliding window ({w}) vs full causal attention: "
+        f"`ops.chunked_attention` forward+backward under XLA, B=1, N={h} heads, "
+        f"key_dim {dk}, chunks {chunk}\n"
+    )
+    print(f"L = {length}; ratios to full causal, round by round.\n")
+    print("| attention | s | / full causal |")
+    print("|---|---|---|")
+    qkv = [tf.random.normal((1, length, h, dk)) for _ in range(3)]
+    variants = window_variants(w)
+    fns = {}
+    for name, (_, kwargs) in variants.items():
+        step = attention_gradients(chunk, **kwargs)
+        fns[name] = lambda step=step: block(step(*qkv))
+    times = interleaved(fns, args.rounds)
+    anchor = times["causal"]
+    rows = []
+    for name, (label, _) in variants.items():
+        t = times[name]
+        rows.append(
+            dict(
+                variant=name, ratio=float(np.median(np.asarray(t) / np.asarray(anchor)))
+            )
+        )
+        print(f"| {label} | {spread(t)} | {ratio(t, anchor)} |", flush=True)
+
+    print(
+        f"\nMemory of one forward+backward, B=1, N={h} heads, key_dim {dk}, a "
+        "fresh process per point: `peak` is the process' peak RSS (`VmHWM`, "
+        "TensorFlow's runtime and XLA's compiler included), `XLA` the memory "
+        "of the compiled step by XLA's own account (arguments, outputs, "
+        "temporaries: `Total bytes used` of its memory-usage report), `s` the "
+        "time of a second call (or of the first, compile included, when that "
+        "took over 30 s).\n"
+    )
+    print(
+        f"| L | SlidingWindow({w}) peak GiB | XLA MiB | s "
+        "| full causal peak GiB | XLA MiB | s |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    failed = set()
+    for length in args.window_memory_lengths:
+        cells, row = [], dict(length=length)
+        for impl in ("op-window", "op-causal"):
+            if impl not in args.window_memory_candidates:
+                cells.append("not run | | ")
+                continue
+            if impl in failed:
+                cells.append("not run (failed at a shorter L) | | ")
+                continue
+            result = run_child(impl, length, args, heads=h, xla_report=True)
+            row[impl] = result
+            if result["status"] != "ok":
+                failed.add(impl)
+                cells.append(f"{result['status']} | | ")
+                continue
+            mark = " (incl. compile)" if result["includes_compile"] else ""
+            cells.append(
+                f"{result['peak'] / GIB:.3f} | {result['xla_bytes'] / 2**20:.1f} "
+                f"| {result['seconds']:.2f}{mark}"
+            )
+        rows.append(row)
+        print(f"| {length} | {' | '.join(cells)} |", flush=True)
+    return rows
+
+
+# -- 6. a learned score modifier on the chunked path (issue 13) --------------
+
+
+def modifier_section(args):
+    length, h, dk, chunk = (
+        args.modifier_length,
+        args.modifier_heads,
+        args.key_dim,
+        args.modifier_chunk,
+    )
+    print(
+        f"\n### 6. Score modifiers on the chunked path: `ops.chunked_attention"
+        f"(causal=True)` forward+backward under XLA, B=1, L={length}, {h} heads, "
+        f"key_dim {dk}, chunks {chunk}\n"
+    )
+    print(
+        "Gradients with respect to q, k, v and the modifier's table. Ratios to "
+        "no modifier, round by round.\n"
+    )
+    print("| score modifier | s | / no modifier |")
+    print("|---|---|---|")
+    rng = np.random.default_rng(0)
+    qkv = [tf.random.normal((1, length, h, dk)) for _ in range(3)]
+    # A user-written modifier: a learned bias per relative position and head,
+    # read from a flat table (`ops.take` of a (2 L - 1) * N vector).
+    table = keras.Variable(
+        rng.normal(0, 0.1, (2 * length - 1, h)).astype("float32"), name="bias_table"
+    )
+
+    def learned_bias(score, batch, head, query, key):
+        index = (query - key + length - 1) * h + head
+        return score + ops.take(ops.reshape(table, (-1,)), index)
+
+    t5 = ka.modifiers.RelativePositionBias(
+        h,
+        bidirectional=False,
+        embeddings_initializer=keras.initializers.RandomNormal(0.0, 0.1, seed=0),
+    )
+    t5.build()
+    candidates = {
+        "none": ("none", None, []),
+        "table": (
+            f"learned bias table `({2 * length - 1}, {h})` (a `keras.Variable`, "
+            "`ops.take`)",
+            learned_bias,
+            [table],
+        ),
+        "t5": (
+            "`RelativePositionBias(bidirectional=False)` (32 buckets)",
+            t5,
+            t5.trainable_weights,
+        ),
+    }
+    fns = {}
+    for name, (_, modifier, variables) in candidates.items():
+        step = attention_gradients(
+            chunk, variables, causal=True, score_modifier=modifier
+        )
+        grads = step(*qkv)  # compiles; the table's gradient must be there
+        if variables and (grads[3] is None or not np.any(grads[3].numpy())):
+            raise AssertionError(f"no gradient reached the table of {name!r}")
+        fns[name] = lambda step=step: block(step(*qkv))
+    times = interleaved(fns, args.rounds)
+    anchor = times["none"]
+    rows = []
+    for name, (label, _, _) in candidates.items():
+        t = times[name]
+        rows.append(
+            dict(
+                modifier=name,
+                ratio=float(np.median(np.asarray(t) / np.asarray(anchor))),
+            )
+        )
+        print(f"| {label} | {spread(t)} | {ratio(t, anchor)} |", flush=True)
+    return rows
+
+
+# -- 7. grouped-query attention in cached generation (issue 13) --------------
+
+
+def gqa_section(args):
+    d, heads, layers = args.gqa_dim, args.gqa_heads, args.gqa_layers
+    batch, max_length, steps, vocab = (
+        args.gqa_batch,
+        args.gqa_max_length,
+        args.gqa_steps,
+        args.gen_vocab,
+    )
+    inter = 4 * d
+    start = max_length - steps
+    print(
+        f"\n### 7. Grouped-query attention in cached generation: our "
+        f"TransformerDecoder, {layers} layers, {heads} query heads, d_model {d}, "
+        f"intermediate {inter}, vocab {vocab}, batch {batch}, cache of "
+        f"{max_length} positions, greedy tokens {start}..{max_length - 1} in one "
+        "XLA fori_loop\n"
+    )
+    print("| key/value heads | cache MiB | s | tok/s | speed-up over MHA |")
+    print("|---|---|---|---|---|")
+    keras.utils.set_random_seed(0)
+    embedding = keras.layers.Embedding(vocab, d)
+    positions = ka.layers.PositionEmbedding(max_length)
+    logits_layer = keras.layers.Dense(vocab)
+    decoders = {
+        "mha": ka.layers.TransformerDecoder(layers, heads, inter, dropout=0.0),
+        "gqa": ka.layers.TransformerDecoder(
+            layers,
+            heads,
+            inter,
+            dropout=0.0,
+            num_key_value_heads=args.gqa_kv_heads,
+        ),
+    }
+    probe = tf.zeros((1, 1, d))
+    for decoder in decoders.values():
+        decoder(probe)
+    logits_layer(probe)
+    positions(probe)
+
+    def generate(decoder):
+        # The cache's content does not change the work (every step reads
+        # all `max_length` positions, masked): zeros, and the loop writes
+        # the last `steps` positions.
+        cache = decoder.init_cache(batch, max_length)
+        out = tf.zeros((batch, steps), "int32")
+        token = tf.ones((batch, 1), "int32")
+
+        def body(i, carry):
+            token, cache, out = carry
+            index = start + i
+            x = embedding(token)
+            x = x + positions(x, start_index=index)
+            x, cache = decoder(x, cache=cache, cache_update_index=index)
+            token = ops.cast(ops.argmax(logits_layer(x[:, -1]), -1), "int32")[:, None]
+            out = ops.slice_update(out, [0, i], token)
+            return token, cache, out
+
+        return ops.fori_loop(0, steps, body, (token, cache, out))[2]
+
+    fns = {}
+    for name, decoder in decoders.items():
+        fn = tf.function(lambda decoder=decoder: generate(decoder), jit_compile=True)
+        fns[name] = lambda fn=fn: fn().numpy()
+    times = interleaved(fns, args.rounds)
+    anchor = np.asarray(times["mha"])
+    rows = []
+    for name, decoder in decoders.items():
+        t = np.asarray(times[name])
+        cache_bytes = batch * layers * 2 * max_length * decoder.kv_heads * (d // heads)
+        speedup = anchor / t
+        rows.append(dict(kv_heads=decoder.kv_heads, speedup=float(np.median(speedup))))
+        print(
+            f"| {decoder.kv_heads} | {cache_bytes * 4 / 2**20:.0f} | {spread(t)} "
+            f"| {batch * steps / np.median(t):.0f} | {spread(speedup, 2)} |",
+            flush=True,
+        )
+    return rows
+
+
 # -- main --------------------------------------------------------------------
 
 
@@ -515,6 +857,32 @@ def parse_args(argv=None):
     parser.add_argument("--gen-vocab", type=int, default=8000)
     parser.add_argument("--gen-steps", type=int, default=128)
     parser.add_argument("--gen-batches", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--window", type=int, default=512)
+    parser.add_argument("--window-length", type=int, default=32768)
+    parser.add_argument("--window-heads", type=int, default=1)
+    parser.add_argument("--window-chunk", type=int, default=512)
+    parser.add_argument(
+        "--window-memory-lengths",
+        type=int,
+        nargs="+",
+        default=[8192, 16384, 32768, 65536],
+    )
+    parser.add_argument(
+        "--window-memory-candidates",
+        nargs="+",
+        choices=("op-window", "op-causal"),
+        default=["op-window", "op-causal"],
+    )
+    parser.add_argument("--modifier-length", type=int, default=4096)
+    parser.add_argument("--modifier-heads", type=int, default=8)
+    parser.add_argument("--modifier-chunk", type=int, default=512)
+    parser.add_argument("--gqa-dim", type=int, default=512)
+    parser.add_argument("--gqa-heads", type=int, default=8)
+    parser.add_argument("--gqa-kv-heads", type=int, default=2)
+    parser.add_argument("--gqa-layers", type=int, default=4)
+    parser.add_argument("--gqa-batch", type=int, default=16)
+    parser.add_argument("--gqa-max-length", type=int, default=2048)
+    parser.add_argument("--gqa-steps", type=int, default=32)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, 1 round")
     parser.add_argument("--memory-point", nargs=2, metavar=("IMPL", "L"))
     args = parser.parse_args(argv)
@@ -525,6 +893,12 @@ def parse_args(argv=None):
         args.gen_dim, args.gen_layers, args.gen_vocab = 16, 1, 50
         args.gen_steps, args.gen_batches = 4, [2]
         args.modes = ["xla"]
+        args.window, args.window_length, args.window_heads = 8, 64, 1
+        args.window_chunk, args.window_memory_lengths = 16, [64]
+        args.modifier_length, args.modifier_heads, args.modifier_chunk = 32, 2, 16
+        args.gqa_dim, args.gqa_heads, args.gqa_kv_heads = 16, 4, 2
+        args.gqa_layers, args.gqa_batch = 1, 2
+        args.gqa_max_length, args.gqa_steps = 8, 4
     return args
 
 
@@ -532,7 +906,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.memory_point:
         impl, length = args.memory_point
-        memory_point(impl, int(length), args.heads, args.key_dim)
+        memory_point(impl, int(length), args)
         return {}
     header(args)
     sections = {
@@ -540,6 +914,9 @@ def main(argv=None):
         "memory": memory_section,
         "encoder": encoder_section,
         "generation": generation_section,
+        "window": window_section,
+        "modifier": modifier_section,
+        "gqa": gqa_section,
     }
     results = {}
     for name in args.sections:

@@ -197,22 +197,33 @@ def _single_query_attention(
     multiply-and-sum they are one fused pass over K and V each (under XLA,
     straight out of a cache buffer), where an einsum would first copy both
     into the batched-matmul layout. With grouped key/value heads the query
-    heads are grouped instead, so the (smaller) cache is never repeated.
+    heads are grouped instead (two batched products), so the smaller cache
+    is never repeated.
     """
     batch, heads, head_dim = ops.shape(query)[0], query.shape[2], query.shape[3]
     groups = key.shape[2]
-    q = ops.reshape(query, (batch, 1, groups, heads // groups, head_dim))
-    logits = ops.sum(q * key[:, :, :, None, :], axis=-1)  # (B, S, G, N/G)
-    logits = ops.reshape(logits, (batch, -1, heads))  # (B, S, N)
+    if groups < heads:
+        # Grouped heads: batched matrix products over the G cached heads.
+        # (XLA on CPU materialises a broadcast multiply-and-sum at the size
+        # of all N query heads, which reads as much as an ungrouped cache;
+        # benchmarks/RESULTS.md, "Open attention core".)
+        q = ops.reshape(query, (batch, groups, heads // groups, head_dim))
+        logits = ops.einsum("bgrh,bsgh->bgrs", q, key)  # (B, G, N/G, S)
+        logits = ops.reshape(logits, (batch, heads, 1, -1))  # (B, N, 1, S)
+        weights = _modified_softmax(logits, mask, **modifiers)
+        used = _dropout(weights, *dropout)
+        used = ops.reshape(used, (batch, groups, heads // groups, -1))
+        output = ops.einsum("bgrs,bsgh->bgrh", ops.cast(used, value.dtype), value)
+        output = ops.reshape(output, (batch, 1, heads, value.shape[-1]))
+        return output, (weights if return_weights else None)
+    logits = ops.sum(query * key, axis=-1)  # (B, S, N)
     logits = ops.transpose(logits, (0, 2, 1))[:, :, None, :]  # (B, N, 1, S)
     weights = _modified_softmax(logits, mask, **modifiers)
     used = _dropout(weights, *dropout)
-    per_key = ops.transpose(used[:, :, 0, :], (0, 2, 1))  # (B, S, N)
-    per_key = ops.reshape(per_key, (batch, -1, groups, heads // groups, 1))
+    per_key = ops.transpose(used[:, :, 0, :], (0, 2, 1))[..., None]  # (B, S, N, 1)
     output = ops.sum(
-        ops.cast(per_key, value.dtype) * value[:, :, :, None, :], axis=1
-    )  # (B, G, N/G, Hv)
-    output = ops.reshape(output, (batch, 1, heads, value.shape[-1]))
+        ops.cast(per_key, value.dtype) * value, axis=1, keepdims=True
+    )  # (B, 1, N, Hv)
     return output, (weights if return_weights else None)
 
 

@@ -27,6 +27,7 @@ import math
 
 from keras import ops
 
+from keras_attention.modifiers.masks import CausalMask
 from keras_attention.ops import modifiers as mods
 from keras_attention.ops.autodiff import hoist_parameters
 from keras_attention.ops.autodiff import linearize
@@ -212,7 +213,8 @@ def chunked_attention(
 
         def grad(*args, upstream=None, variables=None):
             d_out = args[0] if upstream is None else upstream
-            dq_b, dk_b, dv_b, d_extra = kernel.backward(
+            backward = kernel.backward_by_query if blocks.banded else kernel.backward
+            dq_b, dk_b, dv_b, d_extra = backward(
                 qb,
                 kb,
                 vb,
@@ -321,6 +323,14 @@ class _Blocks:
             )
         # Blocks inside the key range may still be empty: test each one.
         self.test_each = mask_modifier is not None or sliding_window is not None
+        # Each query block sees a band of key blocks (a window, or a mask
+        # modifier bounding its keys other than plain causality): the
+        # backward pass then loops over query blocks and their band, as
+        # the forward does, instead of over every key block's queries.
+        self.banded = sliding_window is not None or (
+            getattr(mask_modifier, "key_range", None) is not None
+            and not isinstance(mask_modifier, CausalMask)
+        )
 
     def positions(self, i, j):
         """Absolute query positions `(cq,)` and key positions `(ck,)`."""
@@ -493,6 +503,9 @@ class _Kernel:
         dq_b = ops.slice_update(dq_b, [i, 0, 0, 0, 0], dq_i[None])
         return dq_b, dk, dv, d_extra
 
+    def backward_by_query(self, *args):
+        return _backward_by_query(self, *args)
+
     def backward(self, qb, kb, vb, saved, score_fn, params, variables):
         """One pass over the blocks (FlashAttention-2 style).
 
@@ -545,6 +558,47 @@ class _Kernel:
 
         init = tuple(ops.zeros_like(x) + zero for x in (qb, kb, vb))
         return sequential_fori_loop(0, b.n_k, outer, (*init, d_extra0))
+
+
+def _backward_by_query(kernel, qb, kb, vb, saved, score_fn, params, variables):
+    """The backward pass with query blocks outside and, inside, only the
+    key blocks in their band (`_Blocks.key_chunks`): O(L w) block visits for
+    a window of width w, where `_Kernel.backward` visits every block below
+    the diagonal. dK and dV accumulate into full-size O(S) buffers. About
+    9% slower than `backward` for full causal attention (benchmarks/
+    RESULTS.md), so it is used for banded masks only."""
+    b = kernel.blocks
+    out_b, lse_b, d_out = saved
+    d_out_b, _ = _chunks(ops.cast(d_out, "float32"), b.cq)  # (nq, B, N, cq, Hv)
+    delta_b = ops.sum(d_out_b * out_b, axis=-1)  # (nq, B, N, cq)
+    zero = ops.min(delta_b) * 0.0  # see `_Kernel.backward`
+    d_extra0 = [
+        ops.zeros(tuple(x.shape), "float32") + zero for x in [*params, *variables]
+    ]
+
+    def key_block(i, j, carry):
+        dq_b, dk_b, dv_b, d_extra = carry
+        k_j, v_j = ops.take(kb, j, axis=0), ops.take(vb, j, axis=0)
+        tensors = (qb, k_j, v_j, d_out_b, lse_b, delta_b)
+        block = (dq_b, ops.take(dk_b, j, axis=0), ops.take(dv_b, j, axis=0), d_extra)
+        dq_b, dk, dv, d_extra = kernel.block_gradients(
+            i, j, tensors, block, score_fn, params, variables
+        )
+        dk_b = ops.slice_update(dk_b, [j, 0, 0, 0, 0], dk[None])
+        dv_b = ops.slice_update(dv_b, [j, 0, 0, 0, 0], dv[None])
+        return dq_b, dk_b, dv_b, d_extra
+
+    def query_block(i, carry):
+        def body(j, carry):
+            if not b.test_each:
+                return key_block(i, j, carry)
+            return _when(b.visible(i, j), lambda c: key_block(i, j, c), carry)
+
+        first, stop = b.key_chunks(i)
+        return sequential_fori_loop(first, stop, body, carry)
+
+    init = tuple(ops.zeros_like(x) + zero for x in (qb, kb, vb))
+    return sequential_fori_loop(0, b.n_q, query_block, (*init, d_extra0))
 
 
 def _add(totals, increments):

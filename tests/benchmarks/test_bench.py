@@ -12,14 +12,26 @@ def test_bench_smoke_run_prints_every_table(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", [str(SCRIPT), "--smoke"])
     runpy.run_path(str(SCRIPT), run_name="__main__")
     out = capsys.readouterr().out
-    for title in ("### 1.", "### 2.", "### 3.", "### 4."):
-        assert title in out
-    rows = [line for line in out.splitlines() if line.startswith("| ")]
-    # Data rows: 2 layer rows, 1 memory row, 1 encoder row, 1 generation row.
-    data = [r for r in rows if r[2].isdigit() or r.startswith("| xla")]
-    assert len(data) == 5, out
-    memory = [r for r in data if r.startswith("| 32 ")]
-    assert memory and "failed" not in memory[0] and "killed" not in memory[0]
+    sections = out.split("\n### ")[1:]
+    assert [s.split(" ", 1)[0] for s in sections] == [f"{i}." for i in range(1, 8)]
+    # Data rows per section: 2 layer rows; 1 memory, encoder and generation
+    # row; 4 window rows and 1 window memory row; 3 modifier rows; 2 GQA rows.
+    data = [_data_rows(s) for s in sections]
+    assert [len(rows) for rows in data] == [2, 1, 1, 1, 5, 3, 2], out
+    for rows in (data[1], data[4][-1:]):  # the child-process memory points
+        for row in rows:
+            assert "failed" not in row and "killed" not in row and "not run" not in row
+
+
+def _data_rows(section):
+    """Table rows of a section, without header and separator rows."""
+    lines = section.splitlines()
+    return [
+        line
+        for i, line in enumerate(lines)
+        if line.startswith("| ")
+        and not (i + 1 < len(lines) and lines[i + 1].startswith("|---"))
+    ]
 
 
 def test_bench_ratio_helpers():
