@@ -69,69 +69,62 @@ def deserialize(config):
     return keras.saving.deserialize_keras_object(config)
 
 
+class _MaskCombination(MaskModifier):
+    """`masks` combined position by position with `_combine`, their key
+    ranges with `_merge` (subclasses set both)."""
+
+    _combine = None  # (bool, bool) -> bool, position by position
+    _needs_all_ranges = False  # a key range only when every mask has one
+
+    def __init__(self, masks):
+        self.masks = [deserialize(m) for m in masks]
+
+    def __call__(self, batch, head, query, key):
+        result = None
+        for mask in self.masks:
+            allowed = ops.cast(mask(batch, head, query, key), "bool")
+            result = allowed if result is None else self._combine(result, allowed)
+        return result
+
+    def key_range(self, query_start, query_stop):
+        bounds = [
+            getattr(m, "key_range", lambda *_: None)(query_start, query_stop)
+            for m in self.masks
+        ]
+        known = [b for b in bounds if b is not None]
+        if not known or (self._needs_all_ranges and len(known) < len(bounds)):
+            return None
+        lo, hi = known[0]
+        for other_lo, other_hi in known[1:]:
+            lo, hi = self._merge(lo, other_lo, hi, other_hi)
+        return lo, hi
+
+    def get_config(self):
+        return {"masks": [serialize(m) for m in self.masks]}
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
-class AndMask(MaskModifier):
+class AndMask(_MaskCombination):
     """Keys every one of `masks` allows (their key ranges intersect)."""
 
-    def __init__(self, masks):
-        self.masks = [deserialize(m) for m in masks]
+    _combine = staticmethod(ops.logical_and)
 
-    def __call__(self, batch, head, query, key):
-        result = None
-        for mask in self.masks:
-            allowed = ops.cast(mask(batch, head, query, key), "bool")
-            result = allowed if result is None else ops.logical_and(result, allowed)
-        return result
-
-    def key_range(self, query_start, query_stop):
-        known = [
-            m.key_range(query_start, query_stop)
-            for m in self.masks
-            if isinstance(m, MaskModifier)
-        ]
-        known = [b for b in known if b is not None]
-        if not known:
-            return None
-        lo = known[0][0]
-        hi = known[0][1]
-        for other_lo, other_hi in known[1:]:
-            lo, hi = ops.maximum(lo, other_lo), ops.minimum(hi, other_hi)
-        return lo, hi
-
-    def get_config(self):
-        return {"masks": [serialize(m) for m in self.masks]}
+    @staticmethod
+    def _merge(lo, other_lo, hi, other_hi):
+        return ops.maximum(lo, other_lo), ops.minimum(hi, other_hi)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class OrMask(MaskModifier):
-    """Keys any of `masks` allows (the hull of their key ranges)."""
+class OrMask(_MaskCombination):
+    """Keys any of `masks` allows (the hull of their key ranges; unknown
+    when one of them has none)."""
 
-    def __init__(self, masks):
-        self.masks = [deserialize(m) for m in masks]
+    _combine = staticmethod(ops.logical_or)
+    _needs_all_ranges = True
 
-    def __call__(self, batch, head, query, key):
-        result = None
-        for mask in self.masks:
-            allowed = ops.cast(mask(batch, head, query, key), "bool")
-            result = allowed if result is None else ops.logical_or(result, allowed)
-        return result
-
-    def key_range(self, query_start, query_stop):
-        bounds = []
-        for mask in self.masks:
-            if not isinstance(mask, MaskModifier):
-                return None
-            bound = mask.key_range(query_start, query_stop)
-            if bound is None:
-                return None
-            bounds.append(bound)
-        lo, hi = bounds[0]
-        for other_lo, other_hi in bounds[1:]:
-            lo, hi = ops.minimum(lo, other_lo), ops.maximum(hi, other_hi)
-        return lo, hi
-
-    def get_config(self):
-        return {"masks": [serialize(m) for m in self.masks]}
+    @staticmethod
+    def _merge(lo, other_lo, hi, other_hi):
+        return ops.minimum(lo, other_lo), ops.maximum(hi, other_hi)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
