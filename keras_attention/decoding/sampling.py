@@ -26,6 +26,8 @@ import numpy as np
 from keras import ops
 
 from keras_attention.decoding.greedy import decode
+from keras_attention.ops.hashing import GOLDEN
+from keras_attention.ops.hashing import mix32
 from keras_attention.ops.softmax import MASK_VALUE
 from keras_attention.validation import check_positive_int
 
@@ -169,15 +171,6 @@ def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
     return logits
 
 
-def _hash(x):
-    """`lowbias32` (C. Wellons, 2018): a bijective uint32 -> uint32 mix."""
-    x = ops.bitwise_xor(x, ops.right_shift(x, 16))
-    x = ops.multiply(x, ops.convert_to_tensor(0x7FEB352D, "uint32"))
-    x = ops.bitwise_xor(x, ops.right_shift(x, 15))
-    x = ops.multiply(x, ops.convert_to_tensor(0x846CA68B, "uint32"))
-    return ops.bitwise_xor(x, ops.right_shift(x, 16))
-
-
 def seed_tensor(seed=None):
     """A uint32 scalar seed: an int (taken modulo 2**32), an integer scalar
     tensor (cast), or `None` for a fresh one from Python's `random` (which
@@ -195,12 +188,12 @@ def gumbel_noise(seed, index, shape):
     repeats exactly. Uniforms have 24 bits, so the noise lies in about
     [-2.9, 17.3]: a logit at `MASK_VALUE` never wins."""
     rows, vocab = shape[0], shape[1]
-    golden = ops.convert_to_tensor(0x9E3779B9, "uint32")
-    step = _hash(ops.bitwise_xor(seed, _hash(ops.cast(index, "uint32") + golden)))
+    golden = ops.convert_to_tensor(GOLDEN, "uint32")
+    step = mix32(ops.bitwise_xor(seed, mix32(ops.cast(index, "uint32") + golden)))
     row = ops.cast(ops.arange(rows, dtype="int32"), "uint32")[:, None]  # (B, 1)
-    row = _hash(step + _hash(row))
+    row = mix32(step + mix32(row))
     col = ops.cast(ops.arange(vocab, dtype="int32"), "uint32")[None, :]  # (1, V)
-    bits = _hash(ops.bitwise_xor(_hash(ops.bitwise_xor(row, col)), step))  # (B, V)
+    bits = mix32(ops.bitwise_xor(mix32(ops.bitwise_xor(row, col)), step))  # (B, V)
     uniform = (ops.cast(ops.right_shift(bits, 8), "float32") + 0.5) * 2.0**-24
     return -ops.log(-ops.log(uniform))
 

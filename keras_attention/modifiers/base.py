@@ -9,8 +9,13 @@ class MaskModifier:
 
     Subclasses implement `__call__` and, when they can bound the keys a
     range of queries sees, `key_range(query_start, query_stop)` (the chunked
-    path then skips the other key blocks). `a & b` and `a | b` combine them.
+    path then skips the other key blocks). `banded = True` says that range
+    is a band that moves with the queries (a window), not a prefix of the
+    keys: the chunked backward pass then loops over query blocks and their
+    band. `a & b` and `a | b` combine them.
     """
+
+    banded = False
 
     def __call__(self, batch, head, query, key):
         raise NotImplementedError
@@ -109,6 +114,10 @@ class AndMask(_MaskCombination):
 
     _combine = staticmethod(ops.logical_and)
 
+    @property
+    def banded(self):
+        return any(getattr(m, "banded", False) for m in self.masks)
+
     @staticmethod
     def _merge(lo, other_lo, hi, other_hi):
         return ops.maximum(lo, other_lo), ops.minimum(hi, other_hi)
@@ -121,6 +130,10 @@ class OrMask(_MaskCombination):
 
     _combine = staticmethod(ops.logical_or)
     _needs_all_ranges = True
+
+    @property
+    def banded(self):
+        return all(getattr(m, "banded", False) for m in self.masks)
 
     @staticmethod
     def _merge(lo, other_lo, hi, other_hi):

@@ -32,6 +32,8 @@ class SlidingWindow(MaskModifier):
     Mistral) or `|i - j| < window` (`causal=False`, Longformer's local
     attention)."""
 
+    banded = True
+
     def __init__(self, window, causal=True):
         check_positive_int("window", window)
         self.window, self.causal = window, bool(causal)
@@ -172,6 +174,8 @@ class BlockLocal2D(MaskModifier):
     right (and below when `causal=False`). With `causal=True` (generation)
     a query never sees pixels after it in raster order.
     """
+
+    banded = True
 
     def __init__(
         self, image_width, query_block=(8, 8), memory_flange=(8, 8), causal=True

@@ -27,28 +27,14 @@ import math
 
 from keras import ops
 
-from keras_attention.modifiers.masks import CausalMask
 from keras_attention.ops import modifiers as mods
 from keras_attention.ops.autodiff import hoist_parameters
 from keras_attention.ops.autodiff import linearize
+from keras_attention.ops.hashing import GOLDEN
+from keras_attention.ops.hashing import mix32
 from keras_attention.ops.loops import sequential_fori_loop
 from keras_attention.ops.loops import sequential_map
 from keras_attention.ops.softmax import MASK_VALUE
-
-# The `lowbias32` integer finaliser (C. Wellons, "Prospecting for hash
-# functions", 2018): full avalanche, two multiplications.
-_MIX_1 = 0x7FEB352D
-_MIX_2 = 0x846CA68B
-_GOLDEN = 0x9E3779B9
-
-
-def _mix(x):
-    """A uint32 -> uint32 bijection with good avalanche."""
-    x = ops.bitwise_xor(x, ops.right_shift(x, 16))
-    x = ops.multiply(x, ops.convert_to_tensor(_MIX_1, "uint32"))
-    x = ops.bitwise_xor(x, ops.right_shift(x, 15))
-    x = ops.multiply(x, ops.convert_to_tensor(_MIX_2, "uint32"))
-    return ops.bitwise_xor(x, ops.right_shift(x, 16))
 
 
 def _u32(x):
@@ -79,15 +65,15 @@ def dropout_keep_mask(seed, batch, heads, query_positions, key_positions, rate):
         + ops.arange(heads, dtype="int32")[None, :],
         (batch, heads, 1, 1),
     )
-    rows = _mix(
+    rows = mix32(
         ops.bitwise_xor(
-            _mix(_u32(example_head) + seed[0]), _u32(query_positions)[:, None]
+            mix32(_u32(example_head) + seed[0]), _u32(query_positions)[:, None]
         )
     )  # (B, N, q, 1)
-    cols = _mix(
-        _u32(key_positions) * ops.convert_to_tensor(_GOLDEN, "uint32") + seed[1]
+    cols = mix32(
+        _u32(key_positions) * ops.convert_to_tensor(GOLDEN, "uint32") + seed[1]
     )  # (k,)
-    bits = ops.right_shift(_mix(ops.bitwise_xor(rows, cols)), 8)  # 24 bits
+    bits = ops.right_shift(mix32(ops.bitwise_xor(rows, cols)), 8)  # 24 bits
     threshold = int(round(rate * (1 << 24)))
     return ops.greater_equal(ops.cast(bits, "int32"), threshold)
 
@@ -324,12 +310,11 @@ class _Blocks:
         # Blocks inside the key range may still be empty: test each one.
         self.test_each = mask_modifier is not None or sliding_window is not None
         # Each query block sees a band of key blocks (a window, or a mask
-        # modifier bounding its keys other than plain causality): the
+        # modifier whose `key_range` is a band: `banded`): the
         # backward pass then loops over query blocks and their band, as
         # the forward does, instead of over every key block's queries.
-        self.banded = sliding_window is not None or (
-            getattr(mask_modifier, "key_range", None) is not None
-            and not isinstance(mask_modifier, CausalMask)
+        self.banded = sliding_window is not None or bool(
+            getattr(mask_modifier, "banded", False)
         )
 
     def positions(self, i, j):
