@@ -451,11 +451,11 @@ class _Kernel:
         specs = ((rows + (vb.shape[-1],), "float32"), (rows, "float32"))
         return sequential_map(one_query_chunk, (indices, qb), specs)
 
-    def block_gradients(self, i, j, tensors, carry, score_fn, params, variables):
-        """Add block (i, j)'s share of dQ, dK, dV and the modifier's
-        parameter gradients (`params`, then `variables`) to `carry`."""
+    def block_gradients(self, i, j, tensors, score_fn, params, variables):
+        """Block (i, j)'s share `(dQ_i, dK_j, dV_j, d_extra)` of the
+        gradients, `d_extra` for the modifier's parameters (`params`, then
+        `variables`)."""
         qb, k_j, v_j, d_out_b, lse_b, delta_b = tensors
-        dq_b, dk, dv, d_extra = carry
         q_i = ops.take(qb, i, axis=0)
         do_i = ops.take(d_out_b, i, axis=0)
         raw = ops.einsum("bnqh,bnkh->bnqk", q_i, k_j)
@@ -475,18 +475,44 @@ class _Kernel:
             # O = (P * Z) V: dV = (P * Z)^T dO and dP = Z * dO V^T;
             # delta = rowsum(dO * O) still equals rowsum(dP * P).
             z = self.dropout_factor(i, j)
-            dv = dv + ops.einsum("bnqk,bnqh->bnkh", p * z, do_i)
+            dv = ops.einsum("bnqk,bnqh->bnkh", p * z, do_i)
             dp = dp * z
         else:
-            dv = dv + ops.einsum("bnqk,bnqh->bnkh", p, do_i)
+            dv = ops.einsum("bnqk,bnqh->bnkh", p, do_i)
         ds = p * (dp - ops.take(delta_b, i, axis=0)[..., None])
+        d_extra = []
         if score_fn is not None:
             ds, d_params, d_vars = pullback(ds)
-            d_extra = _add(d_extra, [*d_params, *d_vars])
-        dk = dk + ops.einsum("bnqk,bnqh->bnkh", ds, q_i)
-        dq_i = ops.take(dq_b, i, axis=0) + ops.einsum("bnqk,bnkh->bnqh", ds, k_j)
-        dq_b = ops.slice_update(dq_b, [i, 0, 0, 0, 0], dq_i[None])
-        return dq_b, dk, dv, d_extra
+            d_extra = [*d_params, *d_vars]
+        dk = ops.einsum("bnqk,bnqh->bnkh", ds, q_i)
+        dq = ops.einsum("bnqk,bnkh->bnqh", ds, k_j)
+        return dq, dk, dv, d_extra
+
+    def visible_block_gradients(self, i, j, tensors, extra, *args):
+        """`block_gradients`, or zeros when the block is not visible.
+
+        Only these block-sized tensors pass through the `cond`: the
+        full-size gradient buffers are updated outside it, since XLA copies
+        a buffer that a conditional returns (an O(L) copy per block, which
+        made banded attention twice as slow per block as full causal).
+        """
+        if not self.blocks.test_each:
+            return self.block_gradients(i, j, tensors, *args)
+        qb, k_j, v_j = tensors[:3]
+
+        def zeros():
+            return (
+                ops.zeros_like(ops.take(qb, i, axis=0)),
+                ops.zeros_like(k_j),
+                ops.zeros_like(v_j),
+                [ops.zeros_like(x) for x in extra],
+            )
+
+        return ops.cond(
+            self.blocks.visible(i, j),
+            lambda: self.block_gradients(i, j, tensors, *args),
+            zeros,
+        )
 
     def backward_by_query(self, *args):
         return _backward_by_query(self, *args)
@@ -501,35 +527,20 @@ class _Kernel:
         modifier's gradients go to `params` (JAX: the values it closes
         over, hoisted) and `variables` (TensorFlow: the variables it reads).
         """
-        b = self.blocks
-        out_b, lse_b, d_out = saved
-        d_out_b, _ = _chunks(ops.cast(d_out, "float32"), b.cq)  # (nq, B, N, cq, Hv)
-        # D_i = rowsum(dO * O): the softmax Jacobian's correction term.
-        delta_b = ops.sum(d_out_b * out_b, axis=-1)  # (nq, B, N, cq)
-        # The zero gradient buffers are made to depend on `delta`: XLA
-        # otherwise allocates them at the start of the whole program, where
-        # they live alongside the forward pass' activations and the upstream
-        # gradient (3 extra (L, D) buffers at the peak; 0.09 GiB at
-        # L=16384, D=512). `x * 0` is not folded for floats (NaN * 0 = NaN),
-        # which is also the right answer when `delta` is not finite.
-        zero = ops.min(delta_b) * 0.0
-        d_extra0 = [
-            ops.zeros(tuple(x.shape), "float32") + zero for x in [*params, *variables]
-        ]
+        b, lse_b = self.blocks, saved[1]
+        d_out_b, delta_b, zero, d_extra0 = _backward_inputs(saved, b, params, variables)
 
         def key_block(j, dq_b, d_extra):
             k_j, v_j = ops.take(kb, j, axis=0), ops.take(vb, j, axis=0)
             tensors = (qb, k_j, v_j, d_out_b, lse_b, delta_b)
 
             def body(i, carry):
-                def update(c):
-                    return self.block_gradients(
-                        i, j, tensors, c, score_fn, params, variables
-                    )
-
-                if not b.test_each:
-                    return update(carry)
-                return _when(b.visible(i, j), update, carry)
+                dq_b, dk, dv, d_extra = carry
+                dq, dk_i, dv_i, d_ex = self.visible_block_gradients(
+                    i, j, tensors, d_extra, score_fn, params, variables
+                )
+                dq_b = _add_block(dq_b, i, dq)
+                return dq_b, dk + dk_i, dv + dv_i, _add(d_extra, d_ex)
 
             init = (dq_b, ops.zeros_like(k_j), ops.zeros_like(v_j), d_extra)
             return sequential_fori_loop(b.query_chunks_from(j), b.n_q, body, init)
@@ -545,45 +556,65 @@ class _Kernel:
         return sequential_fori_loop(0, b.n_k, outer, (*init, d_extra0))
 
 
+def _backward_inputs(saved, blocks, params, variables):
+    """`(dO blocks, delta blocks, zero, zero parameter gradients)`."""
+    out_b, _, d_out = saved
+    d_out_b, _ = _chunks(ops.cast(d_out, "float32"), blocks.cq)  # (nq, B, N, cq, Hv)
+    # D_i = rowsum(dO * O): the softmax Jacobian's correction term.
+    delta_b = ops.sum(d_out_b * out_b, axis=-1)  # (nq, B, N, cq)
+    # The zero gradient buffers are made to depend on `delta`: XLA
+    # otherwise allocates them at the start of the whole program, where
+    # they live alongside the forward pass' activations and the upstream
+    # gradient (3 extra (L, D) buffers at the peak; 0.09 GiB at
+    # L=16384, D=512). `x * 0` is not folded for floats (NaN * 0 = NaN),
+    # which is also the right answer when `delta` is not finite.
+    zero = ops.min(delta_b) * 0.0
+    d_extra0 = [
+        ops.zeros(tuple(x.shape), "float32") + zero for x in [*params, *variables]
+    ]
+    return d_out_b, delta_b, zero, d_extra0
+
+
 def _backward_by_query(kernel, qb, kb, vb, saved, score_fn, params, variables):
     """The backward pass with query blocks outside and, inside, only the
     key blocks in their band (`_Blocks.key_chunks`): O(L w) block visits for
     a window of width w, where `_Kernel.backward` visits every block below
-    the diagonal. dK and dV accumulate into full-size O(S) buffers. About
-    9% slower than `backward` for full causal attention (benchmarks/
-    RESULTS.md), so it is used for banded masks only."""
-    b = kernel.blocks
-    out_b, lse_b, d_out = saved
-    d_out_b, _ = _chunks(ops.cast(d_out, "float32"), b.cq)  # (nq, B, N, cq, Hv)
-    delta_b = ops.sum(d_out_b * out_b, axis=-1)  # (nq, B, N, cq)
-    zero = ops.min(delta_b) * 0.0  # see `_Kernel.backward`
-    d_extra0 = [
-        ops.zeros(tuple(x.shape), "float32") + zero for x in [*params, *variables]
-    ]
-
-    def key_block(i, j, carry):
-        dq_b, dk_b, dv_b, d_extra = carry
-        k_j, v_j = ops.take(kb, j, axis=0), ops.take(vb, j, axis=0)
-        tensors = (qb, k_j, v_j, d_out_b, lse_b, delta_b)
-        block = (dq_b, ops.take(dk_b, j, axis=0), ops.take(dv_b, j, axis=0), d_extra)
-        dq_b, dk, dv, d_extra = kernel.block_gradients(
-            i, j, tensors, block, score_fn, params, variables
-        )
-        dk_b = ops.slice_update(dk_b, [j, 0, 0, 0, 0], dk[None])
-        dv_b = ops.slice_update(dv_b, [j, 0, 0, 0, 0], dv[None])
-        return dq_b, dk_b, dv_b, d_extra
+    the diagonal. dQ_i accumulates in the inner loop's carry, dK and dV
+    into full-size O(S) buffers. About 9% slower than `backward` for full
+    causal attention (benchmarks/RESULTS.md), so it is used for banded
+    masks only."""
+    b, lse_b = kernel.blocks, saved[1]
+    d_out_b, delta_b, zero, d_extra0 = _backward_inputs(saved, b, params, variables)
 
     def query_block(i, carry):
         def body(j, carry):
-            if not b.test_each:
-                return key_block(i, j, carry)
-            return _when(b.visible(i, j), lambda c: key_block(i, j, c), carry)
+            dq_i, dk_b, dv_b, d_extra = carry
+            k_j, v_j = ops.take(kb, j, axis=0), ops.take(vb, j, axis=0)
+            tensors = (qb, k_j, v_j, d_out_b, lse_b, delta_b)
+            dq, dk, dv, d_ex = kernel.visible_block_gradients(
+                i, j, tensors, d_extra, score_fn, params, variables
+            )
+            dk_b = _add_block(dk_b, j, dk)
+            dv_b = _add_block(dv_b, j, dv)
+            return dq_i + dq, dk_b, dv_b, _add(d_extra, d_ex)
 
+        dq_b, dk_b, dv_b, d_extra = carry
         first, stop = b.key_chunks(i)
-        return sequential_fori_loop(first, stop, body, carry)
+        dq_i = ops.zeros_like(ops.take(qb, i, axis=0)) + zero
+        dq_i, dk_b, dv_b, d_extra = sequential_fori_loop(
+            first, stop, body, (dq_i, dk_b, dv_b, d_extra)
+        )
+        dq_b = ops.slice_update(dq_b, [i, 0, 0, 0, 0], dq_i[None])
+        return dq_b, dk_b, dv_b, d_extra
 
     init = tuple(ops.zeros_like(x) + zero for x in (qb, kb, vb))
     return sequential_fori_loop(0, b.n_q, query_block, (*init, d_extra0))
+
+
+def _add_block(buffer, index, increment):
+    """`buffer[index] += increment` on a `(C, ...)` block buffer."""
+    total = ops.take(buffer, index, axis=0) + increment
+    return ops.slice_update(buffer, [index] + [0] * len(increment.shape), total[None])
 
 
 def _add(totals, increments):
