@@ -801,6 +801,139 @@ def attention_variants():
     return f"{paths[0].parent}/variant_*.png ({len(paths)} figures)"
 
 
+def ntm_addressing():
+    """The four addressing steps of a Neural Turing Machine head, one panel
+    each (`ka.ops.content_weights`, `interpolate`, `circular_shift`,
+    `sharpen`), on a memory of 16 rows whose row 5 matches the key."""
+    rng = np.random.default_rng(0)
+    n, m = 16, 6
+    memory = rng.normal(size=(1, n, m)).astype("float32")
+    key = (memory[:, 5:6] + 0.3 * rng.normal(size=(1, 1, m))).astype("float32")
+    previous = np.zeros((1, 1, n), "float32")
+    previous[..., 10] = 1.0  # last step's focus
+    one = np.ones((1, 1), "float32")
+    content = ka.ops.content_weights(memory, key, 4.0 * one)
+    gated = ka.ops.interpolate(content, previous, 0.5 * one)
+    shift = np.array([[[0.05, 0.15, 0.8]]], "float32")  # mostly +1
+    shifted = ka.ops.circular_shift(gated, shift)
+    sharpened = ka.ops.sharpen(shifted, 4.0 * one)
+    panels = [
+        (content, "content $w^c$ ($\\beta=4$, key ~ row 5)"),
+        (gated, "gated $w^g$ ($g=0.5$, $w_{t-1}$ at row 10)"),
+        (shifted, "shifted $\\tilde w$ ($s$ mostly +1)"),
+        (sharpened, "sharpened $w$ ($\\gamma=4$)"),
+    ]
+    fig, axes = plt.subplots(1, 4, figsize=(13, 2.6), sharey=True)
+    for ax, (weights, title) in zip(axes, panels, strict=True):
+        ax.bar(np.arange(n), np.asarray(weights)[0, 0], color="C0")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("memory row $i$", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0].set_ylabel("weight", fontsize=8)
+    return _save(fig, "ntm_addressing")
+
+
+def act_halting():
+    """ACT (`ka.ops.halting_step`) on made-up halting probabilities of six
+    positions over T = 6 steps: h^n, and the update weights p^n they give
+    (each column sums to 1; the halting step holds the remainder R)."""
+    steps = 6
+    h = np.array(
+        [[0.9, 0.3, 0.5, 0.2, 0.1, 0.05]] * steps, "float32"
+    ).T  # (positions, steps): a constant h per position
+    h = h * np.linspace(1.0, 1.3, steps)[None]  # growing a little per step
+    h = np.minimum(h, 0.95)[None]  # (1, T_positions, steps)
+    state = ka.ops.initial_halting_state(np.ones((1, h.shape[1]), bool))
+    weights = []
+    for n in range(steps):
+        state, w, _ = ka.ops.halting_step(state, h[..., n], 0.99, n == steps - 1)
+        weights.append(np.asarray(w)[0])
+    weights = np.stack(weights)  # (steps, positions)
+    fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.2))
+    for ax, values, title in (
+        (axes[0], h[0].T, "halting probability $h^n$"),
+        (axes[1], weights, "update weight $p^n$ (0 after halting)"),
+    ):
+        image = _heatmap(ax, values, title, "position", "step $n$")
+        ax.set_yticks(range(steps), range(1, steps + 1))
+    n_steps = np.asarray(state.steps)[0]
+    remainders = np.asarray(state.remainders)[0]
+    for i, (n, r) in enumerate(zip(n_steps, remainders, strict=True)):
+        axes[1].text(i, n - 1, f"R={r:.2f}", ha="center", va="center",
+                     fontsize=7, color="w")  # fmt: skip
+    fig.colorbar(image, ax=axes, fraction=0.03)
+    return _save(fig, "act_halting")
+
+
+def local_attention(queries=12, keys=20, window=3):
+    """local-m and local-p weights of the library's own ops, random scores."""
+    rng = np.random.default_rng(0)
+    scores = rng.normal(size=(1, queries, keys)).astype("float32")
+    band = ka.ops.band_mask(queries, keys, window)
+    local_m = ka.ops.masked_softmax(scores, band[None])
+    # A predicted alignment that runs ahead of t and skips source positions.
+    predicted = (keys - 1) * np.linspace(0.05, 0.95, queries) ** 1.3
+    positions, _ = ka.ops.source_positions(None, keys)
+    local_p = ka.ops.local_predictive_weights(
+        scores, predicted[None].astype("float32"), positions, window
+    )
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.4))
+    _heatmap(axes[0], local_m[0], f"local-m: p_t = t, D = {window}",
+             "source position s", "target step t")  # fmt: skip
+    _heatmap(axes[1], local_p[0], f"local-p: predicted p_t (dots), D = {window}",
+             "source position s", "target step t")  # fmt: skip
+    axes[1].plot(predicted, np.arange(queries), "w.", markersize=5)
+    fig.tight_layout()
+    return _save(fig, "local_attention")
+
+
+def hierarchical(steps=120, batch=64):
+    """A tiny HAN learns which word decides the class; its two attentions."""
+    vocab, sentences, words = 20, 4, 6  # 2 = "good", 3 = "bad", 4..19 filler
+    rng = np.random.default_rng(0)
+    docs = rng.integers(4, vocab, size=(steps * batch, sentences, words))
+    labels = rng.integers(0, 2, size=len(docs))
+    rows, cols = (
+        rng.integers(0, sentences, len(docs)),
+        rng.integers(0, words, len(docs)),
+    )
+    docs[np.arange(len(docs)), rows, cols] = np.where(labels == 1, 2, 3)
+    docs[:, -1, 4:] = 0  # the last sentence is shorter: padding
+    keras.utils.set_random_seed(0)
+    model = ka.models.HierarchicalAttentionNetwork(
+        vocab, 2, embedding_dim=8, word_units=8, sentence_units=8, attention_units=8
+    )
+    model.compile(
+        keras.optimizers.Adam(0.01),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    history = model.fit(docs, labels, batch_size=batch, epochs=1, verbose=0)
+    example = rng.integers(4, vocab, size=(1, sentences, words))
+    example[0, 2, 1] = 2
+    example[0, -1, 4:] = 0
+    result = model.explain(example)
+    fig, axes = plt.subplots(
+        1, 2, figsize=(6.4, 2.6), gridspec_kw=dict(width_ratios=[words, 1.4])
+    )
+    names = {0: "pad", 2: "good", 3: "bad"}
+    _heatmap(axes[0], result.word_weights[0], "word weights (per sentence)",
+             "word", "sentence")  # fmt: skip
+    for (i, j), token in np.ndenumerate(example[0]):
+        axes[0].text(j, i, names.get(int(token), str(token)), ha="center",
+                     va="center", fontsize=7, color="w")  # fmt: skip
+    _heatmap(axes[1], np.asarray(result.sentence_weights)[0][:, None],
+             "sentence\nweights", "", "")  # fmt: skip
+    axes[1].set_xticks([])
+    for ax in axes:
+        ax.set_yticks(range(sentences))
+    axes[0].set_xticks(range(words))
+    accuracy = history.history["accuracy"][-1]
+    fig.suptitle(f"HAN trained {steps} steps (train acc. {accuracy:.2f})",
+                 y=-0.06, fontsize=9)  # fmt: skip
+    return _save(fig, "hierarchical")
+
+
 FIGURES = {
     "soft": soft_attention,
     "scores": score_functions,
@@ -811,9 +944,13 @@ FIGURES = {
     "pe": positional_encoding,
     "transformer": transformer,
     "alignment": alignment,
+    "local": local_attention,
+    "hierarchical": hierarchical,
     "pointer": pointer,
     "sagan": sagan,
     "variants": attention_variants,
+    "ntm": ntm_addressing,
+    "act": act_halting,
 }
 
 

@@ -24,6 +24,7 @@ import keras
 from keras import ops
 
 from keras_attention.initializers import fresh_initializer
+from keras_attention.ops.addressing import cosine_similarity
 
 
 def _check_rank3(name, shape):
@@ -295,10 +296,8 @@ class Cosine(Score):
             )
 
     def call(self, query, key):
-        q = query / (ops.norm(query, axis=-1, keepdims=True) + self.epsilon)
-        k = key / (ops.norm(key, axis=-1, keepdims=True) + self.epsilon)
         beta = self.beta if self.beta_weight is None else self.beta_weight
-        return beta * ops.matmul(q, ops.swapaxes(k, -1, -2))
+        return beta * cosine_similarity(query, key, self.epsilon)
 
     def get_config(self):
         return {

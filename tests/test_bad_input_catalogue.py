@@ -72,6 +72,24 @@ CASES = [
     ),
     ("dropout>1", lambda: L.ScoredAttention(dropout=1.5), "dropout", "dropout=1.5"),
     ("window=0", lambda: L.ScoredAttention(window=0), "window", "window=0"),
+    (
+        "alignment-unknown",
+        lambda: L.ScoredAttention(window=2, alignment="local"),
+        "alignment",
+        "'local'",
+    ),
+    (
+        "alignment-predictive-no-window",
+        lambda: L.LuongAttention(alignment="predictive"),
+        "window",
+        "window=None",
+    ),
+    (
+        "alignment_units-monotonic",
+        lambda: L.LuongAttention(window=2, alignment_units=4),
+        "alignment_units",
+        "alignment_units=4",
+    ),
     ("units=0", lambda: L.BahdanauAttention(units=0), "units", "units=0"),
     ("units-float", lambda: L.BahdanauAttention(units=2.0), "units", "units=2.0"),
     (
@@ -443,6 +461,40 @@ CASES = [
         "memory_mask",
         "memory_mask length=7",
     ),
+    (
+        "ut-max_steps=0",
+        lambda: L.UniversalTransformerEncoder(2, 8, max_steps=0),
+        "max_steps",
+        "max_steps=0",
+    ),
+    (
+        "ut-halting_threshold>1",
+        lambda: L.UniversalTransformerEncoder(2, 8, halting_threshold=1.5),
+        "halting_threshold",
+        "halting_threshold=1.5",
+    ),
+    (
+        "ut-ponder_cost_weight<0",
+        lambda: L.UniversalTransformerDecoder(2, 8, ponder_cost_weight=-1.0),
+        "ponder_cost_weight",
+        "ponder_cost_weight=-1.0",
+    ),
+    (
+        "ut-padding_mask-length",
+        lambda: L.UniversalTransformerEncoder(2, 8)(
+            _x(2, 5, 4), padding_mask=_ones(2, 6)
+        ),
+        "padding_mask",
+        "padding_mask.shape=(2, 6)",
+    ),
+    (
+        "ut-decoder-encoder_padding_mask-length",
+        lambda: L.UniversalTransformerDecoder(2, 8)(
+            _x(2, 5, 4), _x(2, 3, 4), encoder_padding_mask=_ones(2, 6)
+        ),
+        "encoder_padding_mask",
+        "encoder_padding_mask.shape=(2, 6)",
+    ),
     # -- caches and indices ---------------------------------------------------
     (
         "cache-heads",
@@ -517,6 +569,67 @@ CASES = [
         lambda: L.PositionEmbedding(4)(_x(2, 3, 4), start_index=2),
         "start_index",
         "start_index=2",
+    ),
+    # -- Neural Turing Machine ------------------------------------------------
+    (
+        "ntm-memory_size=0",
+        lambda: L.NeuralTuringMachineCell(keras.layers.Dense(4), 0, 3),
+        "memory_size",
+        "memory_size=0",
+    ),
+    (
+        "ntm-num_write_heads=0",
+        lambda: L.NeuralTuringMachineCell(
+            keras.layers.Dense(4), 8, 3, num_write_heads=0
+        ),
+        "num_write_heads",
+        "num_write_heads=0",
+    ),
+    (
+        "ntm-shift_range-too-wide",
+        lambda: L.NeuralTuringMachineCell(keras.layers.Dense(4), 4, 3, shift_range=2),
+        "shift_range",
+        "shift_range=2",
+    ),
+    (
+        "ntm-clip_value=0",
+        lambda: L.NeuralTuringMachineCell(keras.layers.Dense(4), 8, 3, clip_value=0),
+        "clip_value",
+        "clip_value=0",
+    ),
+    (
+        "ntm-controller-not-a-layer",
+        lambda: L.NeuralTuringMachineCell("lstm", 8, 3),
+        "controller",
+        "controller='lstm'",
+    ),
+    (
+        "ntm-controller-without-units",
+        lambda: L.NeuralTuringMachineCell(keras.layers.Flatten(), 8, 3),
+        "controller",
+        "controller=<Flatten",
+    ),
+    (
+        "ntm-sequence-input",
+        lambda: L.NeuralTuringMachineCell(keras.layers.Dense(4), 8, 3).build((2, 5, 3)),
+        "inputs",
+        "inputs.shape=(2, 5, 3)",
+    ),
+    (
+        "ntm-state-count",
+        lambda: _built(
+            L.NeuralTuringMachineCell(keras.layers.LSTMCell(4), 8, 3), _x(2, 5)
+        )(_x(2, 5), [_x(2, 4)]),
+        "states",
+        "Received: 1 tensors",
+    ),
+    (
+        "ntm-state-width",
+        lambda: L.NeuralTuringMachineCell(keras.layers.Dense(4), 8, 3)(
+            _x(2, 5), [_x(2, 6), _x(2, 3 + 16 + 24)]
+        ),
+        "states[0]",
+        "states[0].shape=(2, 6)",
     ),
     # -- decoding ---------------------------------------------------------------
     (

@@ -63,6 +63,14 @@ LAYER_CASES = {
         ka.layers.LuongAttention(score="concat", units=3),
         _inputs((2, 3, 4), (2, 5, 4)),
     ),
+    "LuongAttention/local-p-vector-query": lambda: (
+        ka.layers.LuongAttention("general", window=2, alignment="predictive"),
+        _inputs((2, 4), (2, 7, 4)),
+    ),
+    "AttentionPooling": lambda: (
+        ka.layers.AttentionPooling(units=3, num_contexts=2, dropout=0.1, seed=1),
+        _inputs((2, 5, 4)),
+    ),
     "PointerAttention": lambda: (
         ka.layers.PointerAttention(units=3),
         _inputs((2, 3, 4), (2, 5, 6)),
@@ -95,6 +103,34 @@ LAYER_CASES = {
             )
         ),
         _inputs((2, 3, 5), (2, 6, 4)),
+    ),
+    "AttentionRNNDecoder/luong-local-p": lambda: (
+        ka.layers.AttentionRNNDecoder(
+            ka.layers.AttentionRNNCell(
+                keras.layers.GRUCell(4),
+                ka.layers.LuongAttention("dot", window=1, alignment="predictive"),
+                style="luong",
+            )
+        ),
+        _inputs((2, 3, 5), (2, 6, 4)),
+    ),
+    "NeuralTuringMachineCell": lambda: (
+        ka.layers.NeuralTuringMachineCell(
+            keras.layers.Dense(4, activation="tanh"), memory_size=6, memory_width=3
+        ),
+        _inputs((2, 5)),  # one step from the (learned) initial state
+    ),
+    "NeuralTuringMachineCell/lstm-two-heads-each": lambda: (
+        ka.layers.NeuralTuringMachineCell(
+            keras.layers.LSTMCell(4),
+            memory_size=7,
+            memory_width=3,
+            num_read_heads=2,
+            num_write_heads=2,
+            shift_range=2,
+            learn_initial_memory=True,
+        ),
+        _inputs((2, 5)),
     ),
     "MultiHeadAttention": lambda: (
         ka.layers.MultiHeadAttention(num_heads=2, key_dim=3, dropout=0.1),
@@ -138,6 +174,28 @@ LAYER_CASES = {
         ka.layers.TransformerDecoder(num_layers=2, num_heads=2, intermediate_dim=8),
         _inputs((2, 3, 4), (2, 5, 4)),
     ),
+    "UniversalTransformerEncoder": lambda: (
+        ka.layers.UniversalTransformerEncoder(
+            num_heads=2, intermediate_dim=8, max_steps=2
+        ),
+        _inputs((2, 5, 4)),
+    ),
+    "UniversalTransformerEncoder/fixed-depth-pre-ln": lambda: (
+        ka.layers.UniversalTransformerEncoder(
+            num_heads=2,
+            intermediate_dim=8,
+            max_steps=2,
+            halting=False,
+            normalize_first=True,
+        ),
+        _inputs((2, 5, 4)),
+    ),
+    "UniversalTransformerDecoder": lambda: (
+        ka.layers.UniversalTransformerDecoder(
+            num_heads=2, intermediate_dim=8, max_steps=2
+        ),
+        _inputs((2, 3, 4), (2, 5, 4)),
+    ),
 }
 
 # Optional, for layers that have the property: a causal mode, checked by
@@ -162,6 +220,13 @@ CAUSAL_CASES = {
     "TransformerDecoderBlock": lambda: (
         ka.layers.TransformerDecoderBlock(num_heads=2, intermediate_dim=8),
         _inputs((2, 4, 4)),
+        {},
+    ),
+    "UniversalTransformerDecoder": lambda: (
+        ka.layers.UniversalTransformerDecoder(
+            num_heads=2, intermediate_dim=8, max_steps=2
+        ),
+        _inputs((2, 4, 4), (2, 3, 4)),
         {},
     ),
 }

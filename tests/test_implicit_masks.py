@@ -129,6 +129,17 @@ def _two_sequences(make_layer, loss="mse", query_real=QUERY_REAL, **call_kwargs)
     return case
 
 
+def _pooled(make_layer):
+    """`layer(Embedding(tokens))` for layers that pool the sequence away:
+    every row has a real token, so the whole output is real."""
+    tokens = keras.Input((T,), dtype="int32", name="tokens")
+    embedding = _embedding("embedding")
+    outputs = make_layer()(embedding(tokens))
+    real = np.ones((BATCH,) + (1,) * (len(outputs.shape) - 1), bool)
+    return Case(keras.Model(tokens, outputs), [_tokens(QUERY_REAL, seed=1)],
+                [embedding], real)  # fmt: skip
+
+
 def _rnn_cell():
     return ka.layers.AttentionRNNCell(
         keras.layers.GRUCell(WIDTH), ka.layers.BahdanauAttention(units=3)
@@ -185,6 +196,27 @@ def _transformer():
     )
 
 
+def _han():
+    """Documents `(B, N, W)` with padded words and a padded sentence; the
+    model masks its own padding id (0)."""
+    model = ka.models.HierarchicalAttentionNetwork(
+        VOCAB, 3, embedding_dim=WIDTH, word_units=3, sentence_units=3,
+        attention_units=4,
+    )  # fmt: skip
+    real = np.stack([QUERY_REAL, QUERY_REAL[::-1], QUERY_REAL[[1, 2, 0]]], axis=1)
+    real[0, 1] = False  # (B, N, W): a sentence of padding only
+    tokens = _tokens(real, seed=4)
+    model(tokens)  # built, so that its embedding exists
+    return Case(
+        model,
+        [tokens],
+        [model.embedding],
+        np.ones((BATCH, 1), bool),  # every document is real
+        loss="sparse",
+        targets=np.array([0, 2, 1], "int32"),
+    )
+
+
 def _block(cls, **kwargs):
     return lambda: cls(num_heads=2, intermediate_dim=8, **kwargs)
 
@@ -207,6 +239,11 @@ CASES = {
     "LuongAttention": lambda: _two_sequences(
         lambda: ka.layers.LuongAttention("general", scale=True)
     ),
+    "AttentionPooling": lambda: _pooled(lambda: ka.layers.AttentionPooling(units=3)),
+    "AttentionPooling/two-contexts": lambda: _pooled(
+        lambda: ka.layers.AttentionPooling(units=3, num_contexts=2)
+    ),
+    "HierarchicalAttentionNetwork": _han,
     "PointerAttention": lambda: _two_sequences(
         lambda: ka.layers.PointerAttention(units=3), loss="sparse"
     ),
@@ -221,6 +258,15 @@ CASES = {
         use_causal_mask=True,
     ),
     "AttentionRNNCell": _attention_rnn_cell,
+    # The cell in `keras.layers.RNN`, which skips masked steps.
+    "NeuralTuringMachineCell": lambda: _one_sequence(
+        lambda: keras.layers.RNN(
+            ka.layers.NeuralTuringMachineCell(
+                keras.layers.LSTMCell(4), memory_size=6, memory_width=3
+            ),
+            return_sequences=True,
+        )
+    ),
     "AttentionRNNDecoder": lambda: _two_sequences(
         lambda: ka.layers.AttentionRNNDecoder(_rnn_cell()),
         query_real=RIGHT_PADDED_QUERY_REAL,
@@ -238,6 +284,16 @@ CASES = {
         _stack(ka.layers.TransformerEncoder, normalize_first=True)
     ),
     "TransformerDecoder": lambda: _two_sequences(_stack(ka.layers.TransformerDecoder)),
+    "UniversalTransformerEncoder": lambda: _one_sequence(
+        lambda: ka.layers.UniversalTransformerEncoder(
+            num_heads=2, intermediate_dim=8, max_steps=2
+        )
+    ),
+    "UniversalTransformerDecoder": lambda: _two_sequences(
+        lambda: ka.layers.UniversalTransformerDecoder(
+            num_heads=2, intermediate_dim=8, max_steps=2
+        )
+    ),
     "Transformer": _transformer,
 }
 
@@ -334,8 +390,9 @@ def _token_input(case, i):
 
 
 def _first_real_token(case, i):
-    """The first token of the first row of embedding `i`'s input (real)."""
-    return int(_token_input(case, i)[0, 0])
+    """The first real token of embedding `i`'s input (in C order)."""
+    tokens = _token_input(case, i)
+    return int(tokens[tokens != 0][0])
 
 
 def _real_tokens(case, i):

@@ -109,6 +109,15 @@ def _transformer(**kwargs):
     return model
 
 
+def _han():
+    """Equal widths everywhere, so every pair of weights is compared."""
+    model = ka.models.HierarchicalAttentionNetwork(
+        9, 4, embedding_dim=4, word_units=4, sentence_units=4, attention_units=4
+    )
+    model(np.ones((B, 2, 3), "int32"))
+    return model
+
+
 def _pointer_network(**kwargs):
     model = ka.models.PointerNetwork(units=4, **kwargs)
     pointers = np.tile(np.arange(5), (B, 1))
@@ -163,6 +172,23 @@ CASES = {
             ka.layers.LuongAttention("concat", units=3), (B, 3, 4), (B, 5, 4)
         ),
         False,
+    ),
+    "LuongAttention/local-p": (
+        lambda init: _call(
+            ka.layers.LuongAttention(
+                "general", window=2, alignment="predictive", alignment_units=4
+            ),
+            (B, 3, 4),
+            (B, 5, 4),
+        ),
+        False,
+    ),
+    "AttentionPooling": (
+        lambda init: _call(
+            ka.layers.AttentionPooling(units=4, num_contexts=4, **_kw(init)),
+            (B, 5, 4),
+        ),
+        True,
     ),
     "PointerAttention": (
         lambda init: _call(ka.layers.PointerAttention(units=3), (B, 3, 4), (B, 5, 4)),
@@ -219,6 +245,21 @@ CASES = {
         True,
     ),
     "AttentionRNNCell": (lambda init: _call_cell(_rnn_cell(init)), True),
+    # One step from the initial state (`states=None`).
+    "NeuralTuringMachineCell": (
+        lambda init: _call(
+            ka.layers.NeuralTuringMachineCell(
+                keras.layers.Dense(
+                    4, **({} if init is None else {"kernel_initializer": _glorot(7)})
+                ),
+                memory_size=6,
+                memory_width=4,
+                **_kw(init),
+            ),
+            (B, 4),
+        ),
+        True,
+    ),
     "AttentionRNNCell/luong-lstm": (
         lambda init: _call_cell(_rnn_cell(init, "luong")),
         False,
@@ -289,6 +330,25 @@ CASES = {
         ),
         True,
     ),
+    "UniversalTransformerEncoder": (
+        lambda init: _call(
+            ka.layers.UniversalTransformerEncoder(
+                num_heads=2, intermediate_dim=4, max_steps=2, **_kw(init)
+            ),
+            (B, 5, 4),
+        ),
+        True,
+    ),
+    "UniversalTransformerDecoder": (
+        lambda init: _call(
+            ka.layers.UniversalTransformerDecoder(
+                num_heads=2, intermediate_dim=4, max_steps=2, **_kw(init)
+            ),
+            (B, 3, 4),
+            (B, 5, 4),
+        ),
+        True,
+    ),
     # The models take no initializer: default initializers only.
     "Transformer": (lambda init: _transformer(), False),
     "Transformer/learned-tied": (
@@ -296,6 +356,7 @@ CASES = {
         False,
     ),
     "PointerNetwork": (lambda init: _pointer_network(), False),
+    "HierarchicalAttentionNetwork": (lambda init: _han(), False),
     "PointerNetwork/gru-bidirectional-glimpse": (
         lambda init: _pointer_network(
             cell="gru", bidirectional=True, glimpse=True, attention_units=3

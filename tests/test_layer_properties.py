@@ -129,9 +129,10 @@ def _check_finite(name, *arrays):
         assert np.all(np.isfinite(x)), f"{name}: output {i} is not finite"
 
 
-def _check_weights(name, weights, visible):
-    """Masked weights are exactly 0, visible ones form a distribution, and a
-    row with nothing visible is all zeros."""
+def _check_weights(name, weights, visible, normalised=True):
+    """Masked weights are exactly 0, visible ones form a distribution (at
+    most 1 in all when not `normalised`: local-p's Gaussian), and a row with
+    nothing visible is all zeros."""
     w = _np(weights).astype("float64")
     visible = np.broadcast_to(visible, w.shape)
     assert np.all(w >= 0), f"{name}: negative weights"
@@ -141,7 +142,10 @@ def _check_weights(name, weights, visible):
     )
     sums = w.sum(-1)
     rows = visible.any(-1)
-    np.testing.assert_allclose(sums[rows], 1.0, atol=ATOL, err_msg=name)
+    if normalised:
+        np.testing.assert_allclose(sums[rows], 1.0, atol=ATOL, err_msg=name)
+    else:
+        assert np.all(sums <= 1.0 + ATOL), f"{name}: weights sum to {sums.max()}"
     assert np.all(sums[~rows] == 0), f"{name}: a fully masked row has weights"
 
 
@@ -224,7 +228,9 @@ def _scored_family(data, name, make, widths_free, vector_query=True):
     visible = _visible(b, t, s, value_mask, query_mask, causal, window)
     if single:
         visible = visible[:, 0]
-    _check_weights(name, weights, visible)
+    # Local-p's window follows the predicted position: only "inside the
+    # masks" is known here, and the Gaussian leaves the sums below 1.
+    _check_weights(name, weights, visible, normalised=not layer.predictive)
     # A query that sees no key has a zero output.
     blind = ~visible.any(-1)
     assert np.all(_np(output)[blind] == 0), f"{name}: blind query output != 0"
@@ -275,13 +281,19 @@ def luong_attention_properties(data):
     score = data.draw(st.sampled_from(["dot", "general", "concat"]), label="score")
 
     def make(data, single, widths):
-        window = None if single else data.draw(st.sampled_from([None, 1]))
+        window = data.draw(st.sampled_from([None, 1, 2]), label="window")
+        alignment = "monotonic"  # local-m needs a sequence query
+        if window is not None:
+            choices = ["predictive"] if single else ["monotonic", "predictive"]
+            alignment = data.draw(st.sampled_from(choices), label="alignment")
         kwargs = {"units": 3} if score == "concat" else {"scale": True}
         layer = _layer(
-            ("LuongAttention", score, window, single, widths),
-            lambda: ka.layers.LuongAttention(score, window=window, **kwargs),
+            ("LuongAttention", score, window, alignment, single, widths),
+            lambda: ka.layers.LuongAttention(
+                score, window=window, alignment=alignment, **kwargs
+            ),
         )
-        return layer, window
+        return layer, window if alignment == "monotonic" else None
 
     _scored_family(data, "LuongAttention", make, widths_free=score != "dot")
 
@@ -496,6 +508,91 @@ def transformer_decoder_properties(data):
     _decoder_family(data, "TransformerDecoder", make, stacked=True)
 
 
+def _check_halting(name, halting, mask, layer):
+    """Steps: whole numbers in [1, max_steps] at real positions (exactly
+    max_steps without halting), 0 at padding; remainders in
+    (1 - threshold, 1] at real positions, 0 at padding."""
+    steps, remainders = _np(halting["steps"]), _np(halting["remainders"])
+    assert np.all(steps[~mask] == 0) and np.all(remainders[~mask] == 0), name
+    real_steps, real_remainders = steps[mask], remainders[mask]
+    if not layer.halting:
+        assert np.all(real_steps == layer.max_steps), name
+        return
+    assert np.all(real_steps == np.round(real_steps)), name
+    assert np.all((real_steps >= 1) & (real_steps <= layer.max_steps)), name
+    assert np.all(real_remainders > 1 - layer.halting_threshold - ATOL), name
+    assert np.all(real_remainders <= 1 + ATOL), name
+
+
+def universal_transformer_encoder_properties(data):
+    rng = _rng(data)
+    b = data.draw(st.integers(1, 3), label="batch")
+    t = data.draw(st.integers(1, 6), label="T")
+    n = data.draw(st.sampled_from([1, 2]), label="heads")
+    d = n * data.draw(st.sampled_from([2, 3]), label="head size")
+    halting = data.draw(st.booleans(), label="halting")
+    layer = _layer(
+        ("UniversalTransformerEncoder", n, d, halting),
+        lambda: ka.layers.UniversalTransformerEncoder(
+            num_heads=n, intermediate_dim=5, max_steps=3, halting=halting
+        ),
+    )
+    x = _normal(rng, b, t, d)
+    mask = _draw_mask(data, b, t, "padding mask")
+    output, info = layer(x, padding_mask=mask, return_halting=True)
+    name = "UniversalTransformerEncoder"
+    _check_shape(name, output, (b, t, d))
+    _check_finite(name, output, info["steps"], info["remainders"])
+    _check_halting(name, info, mask, layer)
+    actual = layer(_garble(rng, x, mask), padding_mask=mask)
+    _check_same(f"{name} padding invariance", _np(output)[mask], _np(actual)[mask])
+
+
+def universal_transformer_decoder_properties(data):
+    rng = _rng(data)
+    b = data.draw(st.integers(1, 3), label="batch")
+    t = data.draw(st.integers(1, 5), label="T")
+    s = data.draw(st.integers(1, 5), label="S")
+    n = data.draw(st.sampled_from([1, 2]), label="heads")
+    d = n * data.draw(st.sampled_from([2, 3]), label="head size")
+    has_encoder = data.draw(st.booleans(), label="cross-attention")
+
+    def factory():
+        layer = ka.layers.UniversalTransformerDecoder(
+            num_heads=n, intermediate_dim=5, max_steps=3
+        )
+        layer.build((None, None, d), (None, None, 3) if has_encoder else None)
+        return layer
+
+    layer = _layer(("UniversalTransformerDecoder", n, d, has_encoder), factory)
+    x = _normal(rng, b, t, d)
+    enc = _normal(rng, b, s, 3) if has_encoder else None
+    dec_mask = _draw_mask(data, b, t, "decoder_padding_mask")
+    enc_mask = _draw_mask(data, b, s, "encoder_padding_mask") if has_encoder else None
+
+    def run(x, enc):
+        return layer(
+            x,
+            enc,
+            decoder_padding_mask=dec_mask,
+            encoder_padding_mask=enc_mask,
+            return_halting=True,
+        )
+
+    name = "UniversalTransformerDecoder"
+    output, info = run(x, enc)
+    _check_shape(name, output, (b, t, d))
+    _check_finite(name, output, info["steps"], info["remainders"])
+    _check_halting(name, info, dec_mask, layer)
+    out = _np(output)
+    garbled_enc = None if enc is None else _garble(rng, enc, enc_mask)
+    actual = _np(run(_garble(rng, x, dec_mask), garbled_enc)[0])
+    _check_same(f"{name} padding invariance", out[dec_mask], actual[dec_mask])
+    t0 = data.draw(st.integers(0, t - 1), label="t0")
+    actual = run(_garble(rng, x, _future_keep(b, t, t0)), enc)[0]
+    _check_same(f"{name} causality", out[:, : t0 + 1], _np(actual)[:, : t0 + 1])
+
+
 def pointer_attention_properties(data):
     rng = _rng(data)
     b = data.draw(st.integers(1, 3), label="batch")
@@ -668,13 +765,85 @@ def attention_rnn_decoder_properties(data):
     _check_same(f"{name} causality", _np(output)[:, : t0 + 1], _np(actual)[:, : t0 + 1])
 
 
+def neural_turing_machine_cell_properties(data):
+    """The cell in `keras.layers.RNN`: weightings are distributions, masked
+    steps (garbage inputs) change no kept output nor the final state, and
+    future steps change no earlier output."""
+    rng = _rng(data)
+    b = data.draw(st.integers(1, 3), label="batch")
+    t = data.draw(st.integers(1, 5), label="T")
+    d = data.draw(st.sampled_from([2, 3]), label="input width")
+    n = data.draw(st.integers(3, 8), label="memory rows")
+    m = data.draw(st.sampled_from([2, 3]), label="memory width")
+    r = data.draw(st.integers(1, 2), label="read heads")
+    w = data.draw(st.integers(1, 2), label="write heads")
+    recurrent = data.draw(st.booleans(), label="LSTM controller")
+
+    def factory():
+        controller = keras.layers.LSTMCell(3) if recurrent else keras.layers.Dense(3)
+        cell = ka.layers.NeuralTuringMachineCell(
+            controller, n, m, num_read_heads=r, num_write_heads=w
+        )
+        return cell, keras.layers.RNN(cell, return_sequences=True, return_state=True)
+
+    cell, rnn = _layer(("NeuralTuringMachineCell", d, n, m, r, w, recurrent), factory)
+    name = "NeuralTuringMachineCell"
+    x = _normal(rng, b, t, d)
+    mask = _draw_mask(data, b, t, "mask")
+    output, *states = rnn(x, mask=mask)
+    _check_shape(name, output, (b, t, 3 + r * m))
+    assert [tuple(s.shape) for s in states] == [(b, s) for s in cell.state_size]
+    _check_finite(name, output, *states)
+    trace = cell.trace(x)
+    for key, heads in (("read_weights", r), ("write_weights", w)):
+        _check_shape(f"{name} {key}", trace[key], (b, t, heads, n))
+        _check_weights(f"{name} {key}", trace[key], np.ones((b, t, heads, n), bool))
+    _check_same(f"{name} trace = RNN", trace["outputs"], rnn(x)[0])
+    garbled, *garbled_states = rnn(_garble(rng, x, mask), mask=mask)
+    _check_same(f"{name} padding invariance", _np(output)[mask], _np(garbled)[mask])
+    for expected, actual in zip(states, garbled_states, strict=True):
+        _check_same(f"{name} padding invariance (state)", expected, actual)
+    t0 = data.draw(st.integers(0, t - 1), label="t0")
+    future = rnn(_garble(rng, x, _future_keep(b, t, t0)))[0]
+    _check_same(f"{name} causality", _np(trace["outputs"])[:, : t0 + 1],
+                _np(future)[:, : t0 + 1])  # fmt: skip
+
+
+def attention_pooling_properties(data):
+    """Weights over the real elements, zeros for an all-padding sequence,
+    padding invariance; K context vectors each pool on their own."""
+    rng = _rng(data)
+    b = data.draw(st.integers(1, 3), label="batch")
+    t = data.draw(st.integers(1, 6), label="T")
+    d = data.draw(st.sampled_from([2, 5]), label="width")
+    k = data.draw(st.sampled_from([1, 3]), label="contexts")
+    layer = _layer(
+        ("AttentionPooling", k, d),
+        lambda: ka.layers.AttentionPooling(units=3, num_contexts=k),
+    )
+    x = _normal(rng, b, t, d)
+    mask = _draw_mask(data, b, t, "mask")
+    output, weights = layer(x, mask=mask, return_attention_scores=True)
+    name = "AttentionPooling"
+    _check_shape(name, output, (b, d) if k == 1 else (b, k, d))
+    _check_shape(name, weights, (b, t) if k == 1 else (b, k, t))
+    _check_finite(name, output, weights)
+    visible = mask if k == 1 else np.broadcast_to(mask[:, None], (b, k, t))
+    _check_weights(name, weights, visible)
+    assert np.all(_np(output)[~mask.any(-1)] == 0), f"{name}: empty row != 0"
+    garbled = layer(_garble(rng, x, mask), mask=mask)
+    _check_same(f"{name} padding invariance", output, garbled)
+
+
 PROPERTIES = {
+    "AttentionPooling": attention_pooling_properties,
     "AttentionRNNCell": attention_rnn_cell_properties,
     "AttentionRNNDecoder": attention_rnn_decoder_properties,
     "BahdanauAttention": bahdanau_attention_properties,
     "LuongAttention": luong_attention_properties,
     "MultiHeadAttention": multi_head_attention_properties,
     "MultiHeadSelfAttention": multi_head_self_attention_properties,
+    "NeuralTuringMachineCell": neural_turing_machine_cell_properties,
     "PointerAttention": pointer_attention_properties,
     "PositionEmbedding": position_embedding_properties,
     "ScoredAttention": scored_attention_properties,
@@ -684,6 +853,8 @@ PROPERTIES = {
     "TransformerDecoderBlock": transformer_decoder_block_properties,
     "TransformerEncoder": transformer_encoder_properties,
     "TransformerEncoderBlock": transformer_encoder_block_properties,
+    "UniversalTransformerDecoder": universal_transformer_decoder_properties,
+    "UniversalTransformerEncoder": universal_transformer_encoder_properties,
 }
 
 

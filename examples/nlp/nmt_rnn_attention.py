@@ -59,7 +59,7 @@ from keras_attention.decoding import beam_search  # noqa: E402
 from keras_attention.decoding import greedy_search  # noqa: E402
 
 ARCHITECTURE = (
-    "attention", "embedding_dim", "units", "dropout", "vocabulary_size",
+    "attention", "local_p", "embedding_dim", "units", "dropout", "vocabulary_size",
     "max_length", "source", "target",
 )  # fmt: skip
 
@@ -88,10 +88,13 @@ def build(args, source_vocab, target_vocab, steps_per_epoch):
         name="encoder",
     )
     bridge = keras.layers.Dense(args.units, activation="tanh", name="bridge")
+    local = {}
+    if args.local_p is not None:  # Luong et al.'s local-p, same score
+        local = dict(window=args.local_p, alignment="predictive")
     if args.attention == "bahdanau":
-        attention = ka.layers.BahdanauAttention(args.units // 2)
+        attention = ka.layers.BahdanauAttention(args.units // 2, **local)
     else:
-        attention = ka.layers.LuongAttention("general")
+        attention = ka.layers.LuongAttention("general", **local)
     cell = ka.layers.AttentionRNNCell(
         keras.layers.GRUCell(args.units), attention, style=args.attention
     )
@@ -168,6 +171,9 @@ def parse_args(argv=None):
     add = parser.add_argument
     add("--attention", choices=["bahdanau", "luong"], default="bahdanau",
         help="attention of the decoder (and its wiring, after the two papers)")  # fmt: skip
+    add("--local-p", type=int, default=None, metavar="D",
+        help="local attention with predictive alignment (Luong et al. 2015) "
+             "over 2D+1 source words instead of global attention (the paper: D=10)")  # fmt: skip
     add("--embedding-dim", type=int, default=256, help="embedding width")
     add("--units", type=int, default=512,
         help="decoder units (the encoder has half per direction)")  # fmt: skip

@@ -67,7 +67,9 @@ class AttentionRNNCell(keras.layers.Layer):
         cell: a Keras RNN cell instance (or its serialized config).
         attention: a `ScoredAttention` layer (e.g. `BahdanauAttention(64)`,
             `LuongAttention("general")`) or its serialized config. Local
-            attention (`window`) is not supported here.
+            attention works with predictive alignment (local-p:
+            `window=D, alignment="predictive"`); local-m, whose position is
+            the query's own index, does not apply to a single decoder state.
         style: `"bahdanau"` (default) or `"luong"`.
         input_feeding: Luong style only: feed `h~_{t-1}` into the cell
             (default `True`). Must be left `None` for the Bahdanau style,
@@ -121,10 +123,12 @@ class AttentionRNNCell(keras.layers.Layer):
                 "`attention` must be a `ScoredAttention` layer (e.g. "
                 f"BahdanauAttention, LuongAttention). Received: attention={attention!r}"
             )
-        if attention.window is not None:
+        if attention.window is not None and not attention.predictive:
             raise ValueError(
-                "`attention` must not use a local `window` inside a decoder cell. "
-                f"Received: attention.window={attention.window}"
+                "`attention` inside a decoder cell may use a local `window` only "
+                "with alignment='predictive' (local-p). Received: "
+                f"attention.window={attention.window}, "
+                f"attention.alignment={attention.alignment!r}"
             )
         if style not in _STYLES:
             raise ValueError(
@@ -256,12 +260,11 @@ class AttentionRNNCell(keras.layers.Layer):
             logits = score.score_projected(query, keys)  # (B, 1, S)
         else:
             logits = score(query, keys)
-        weights = ka_ops.attention_weights(
+        weights = self.attention.alignment_weights(
+            query,
             logits,
             None if mask is None else mask[:, None, :],
-            probability=self.attention.probability,
-            dropout_rate=self.attention.dropout,
-            seed=self.attention.seed_generator,
+            key_mask=mask,
             training=training,
         )
         context = ka_ops.weighted_sum(weights, memory)  # (B, 1, Dm)

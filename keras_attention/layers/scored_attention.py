@@ -3,6 +3,7 @@ from keras import ops
 
 from keras_attention import ops as ka_ops
 from keras_attention import scores
+from keras_attention.initializers import fresh_initializer
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rank
 from keras_attention.validation import check_rate
@@ -36,9 +37,19 @@ class ScoredAttention(keras.layers.Layer):
         probability: `"softmax"`, or `"hardmax"` for hard attention: a
             one-hot choice of the best key in the forward pass with a
             straight-through softmax gradient.
-        window: `None`, or a half-width `D`: query `t` attends only to keys
-            `t - D .. t + D` (local-m attention of Luong et al., 2015).
-            Needs a sequence query.
+        window: `None`, or a half-width `D`: local attention over the keys
+            `p_t - D .. p_t + D` around an aligned position `p_t`.
+        alignment: how `p_t` is chosen when `window` is set:
+            `"monotonic"` (default; local-m of Luong et al., 2015):
+            `p_t = t`, needs a sequence query; `"predictive"` (local-p):
+            `p_t = S sigmoid(v_p^T tanh(W_p q_t))` with `S` the number of
+            valid keys, and the weights are multiplied by the Gaussian
+            `exp(-(s - p_t)^2 / (2 sigma^2))`, `sigma = D / 2`, after the
+            softmax over the window (not renormalised, as in the paper;
+            `keras_attention.ops.local_predictive_weights`). Works for a
+            single query vector too (inside `AttentionRNNCell`).
+        alignment_units: width of `W_p` for `alignment="predictive"` (the
+            query width when `None`).
         dropout: dropout rate on the attention weights while training.
         seed: seed of the dropout.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
@@ -80,6 +91,8 @@ class ScoredAttention(keras.layers.Layer):
         window=None,
         dropout=0.0,
         seed=None,
+        alignment="monotonic",
+        alignment_units=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -91,8 +104,12 @@ class ScoredAttention(keras.layers.Layer):
             )
         check_positive_int("window", window, allow_none=True)
         check_rate("dropout", dropout)
+        _check_alignment(alignment, alignment_units, window, probability)
         self.probability = probability
         self.window = window
+        self.alignment = alignment
+        self.alignment_units = alignment_units
+        self.predictive = window is not None and alignment == "predictive"
         self.dropout = dropout
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed) if dropout > 0 else None
@@ -106,10 +123,11 @@ class ScoredAttention(keras.layers.Layer):
             check_rank("key", key_shape, 3)
             check_same("key", key_shape[1], "value", value_shape[1], "length")
             check_same("key", key_shape[0], "value", value_shape[0], "batch size")
-        if self.window is not None and len(query_shape) == 2:
+        if self.window is not None and not self.predictive and len(query_shape) == 2:
             raise ValueError(
-                "`window` needs a sequence query (B, T, D) to know each query's "
-                f"position. Received: query.shape={tuple(query_shape)}, "
+                "`window` with alignment='monotonic' needs a sequence query "
+                "(B, T, D) to know each query's position (alignment='predictive' "
+                f"does not). Received: query.shape={tuple(query_shape)}, "
                 f"window={self.window}"
             )
 
@@ -122,7 +140,52 @@ class ScoredAttention(keras.layers.Layer):
         if not self.score.built:
             key_shape = value_shape if key_shape is None else key_shape
             self.score.build(query_shape, key_shape)
+        if self.predictive:
+            units = self.alignment_units or query_shape[-1]
+            # W_p and v_p of p_t = S sigmoid(v_p^T tanh(W_p q_t)).
+            self.alignment_kernel = self.add_weight(
+                name="alignment_kernel",
+                shape=(query_shape[-1], units),
+                initializer=fresh_initializer("glorot_uniform", 0),
+            )
+            self.alignment_vector = self.add_weight(
+                name="alignment_vector",
+                shape=(units,),
+                initializer=fresh_initializer("glorot_uniform", 1),
+            )
         self.built = True
+
+    def alignment_weights(self, query, scores, mask=None, key_mask=None, training=None):
+        """Attention weights `(B, T, S)` (float32) from the scores.
+
+        The softmax (or hardmax) of the masked scores; with
+        `alignment="predictive"`, local-p weights around the position each
+        query predicts (`key_mask` `(B, S)`, when given, tells which keys
+        count as the source). Dropout while training.
+        """
+        if not self.predictive:
+            return ka_ops.attention_weights(
+                scores,
+                mask,
+                self.probability,
+                self.dropout,
+                self.seed_generator,
+                training,
+            )
+        key_positions, length = ka_ops.source_positions(key_mask, ops.shape(scores)[-1])
+        kernel = ops.cast(self.alignment_kernel, query.dtype)
+        hidden = ops.tanh(ops.einsum("btd,du->btu", query, kernel))
+        vector = ops.cast(self.alignment_vector, hidden.dtype)
+        logits = ops.einsum("btu,u->bt", hidden, vector)
+        predicted = ka_ops.predicted_positions(logits, length)  # (B, T)
+        weights = ka_ops.local_predictive_weights(
+            scores, predicted, key_positions, self.window, mask
+        )
+        if training and self.dropout > 0:
+            weights = keras.random.dropout(
+                weights, self.dropout, seed=self.seed_generator
+            )
+        return weights
 
     def call(
         self,
@@ -164,20 +227,13 @@ class ScoredAttention(keras.layers.Layer):
             attention_mask=attention_mask,
             use_causal_mask=use_causal_mask,
         )
-        if self.window is not None:
+        if self.window is not None and not self.predictive:
             band = ka_ops.band_mask(ops.shape(query)[1], ops.shape(key)[1], self.window)
             mask = ka_ops.merge_masks(mask, band[None])
-        output, weights = ka_ops.attention(
-            query,
-            key,
-            value,
-            self.score,
-            mask=mask,
-            probability=self.probability,
-            dropout_rate=self.dropout,
-            seed=self.seed_generator,
-            training=training,
-        )
+        key_valid = key_mask if key_mask is not None else value_mask
+        scores = self.score(query, key)  # (B, T, S)
+        weights = self.alignment_weights(query, scores, mask, key_valid, training)
+        output = ka_ops.weighted_sum(weights, value)
         if single:
             output, weights = output[:, 0], weights[:, 0]
         if return_attention_scores:
@@ -197,4 +253,30 @@ class ScoredAttention(keras.layers.Layer):
             "window": self.window,
             "dropout": self.dropout,
             "seed": self.seed,
+            "alignment": self.alignment,
+            "alignment_units": self.alignment_units,
         }
+
+
+def _check_alignment(alignment, alignment_units, window, probability):
+    if alignment not in ("monotonic", "predictive"):
+        raise ValueError(
+            "`alignment` must be 'monotonic' or 'predictive'. "
+            f"Received: alignment={alignment!r}"
+        )
+    check_positive_int("alignment_units", alignment_units, allow_none=True)
+    if alignment == "predictive" and window is None:
+        raise ValueError(
+            "`alignment='predictive'` (local-p) needs a `window` half-width D. "
+            "Received: window=None"
+        )
+    if alignment_units is not None and alignment != "predictive":
+        raise ValueError(
+            "`alignment_units` applies to alignment='predictive' only. "
+            f"Received: alignment={alignment!r}, alignment_units={alignment_units}"
+        )
+    if alignment == "predictive" and probability != "softmax":
+        raise ValueError(
+            "`alignment='predictive'` weights a softmax over the window; "
+            f"it takes probability='softmax'. Received: probability={probability!r}"
+        )

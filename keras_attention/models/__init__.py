@@ -1,6 +1,9 @@
 """Complete models built from the layers (they may use `decoding`)."""
 
+from keras_attention.models.hierarchical_attention_network import (
+    HierarchicalAttentionNetwork,
+)
 from keras_attention.models.pointer_network import PointerNetwork
 from keras_attention.models.transformer import Transformer
 
-__all__ = ["PointerNetwork", "Transformer"]
+__all__ = ["HierarchicalAttentionNetwork", "PointerNetwork", "Transformer"]

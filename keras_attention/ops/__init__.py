@@ -1,5 +1,17 @@
 """Pure `keras.ops` functions: the attention maths, written once."""
 
+from keras_attention.ops.act import HaltingState
+from keras_attention.ops.act import halting_step
+from keras_attention.ops.act import initial_halting_state
+from keras_attention.ops.act import ponder_cost
+from keras_attention.ops.addressing import address
+from keras_attention.ops.addressing import circular_shift
+from keras_attention.ops.addressing import content_weights
+from keras_attention.ops.addressing import cosine_similarity
+from keras_attention.ops.addressing import interpolate
+from keras_attention.ops.addressing import read_memory
+from keras_attention.ops.addressing import sharpen
+from keras_attention.ops.addressing import write_memory
 from keras_attention.ops.attention import ATTENTION_IMPLS
 from keras_attention.ops.attention import CHUNKED_MIN_SIZE
 from keras_attention.ops.attention import attention
@@ -15,6 +27,9 @@ from keras_attention.ops.cache import update_cache
 from keras_attention.ops.cache import written_positions_mask
 from keras_attention.ops.chunked_attention import chunked_attention
 from keras_attention.ops.chunked_attention import dropout_keep_mask
+from keras_attention.ops.local_attention import local_predictive_weights
+from keras_attention.ops.local_attention import predicted_positions
+from keras_attention.ops.local_attention import source_positions
 from keras_attention.ops.loops import recurrence
 from keras_attention.ops.masks import band_mask
 from keras_attention.ops.masks import causal_mask
@@ -36,6 +51,18 @@ from keras_attention.ops.softmax import masked_log_softmax
 from keras_attention.ops.softmax import masked_softmax
 
 __all__ = [
+    "HaltingState",
+    "halting_step",
+    "initial_halting_state",
+    "ponder_cost",
+    "address",
+    "circular_shift",
+    "content_weights",
+    "cosine_similarity",
+    "interpolate",
+    "read_memory",
+    "sharpen",
+    "write_memory",
     "alibi_slopes",
     "check_key_value_heads",
     "position_indices",
@@ -65,7 +92,10 @@ __all__ = [
     "multi_head_attention",
     "padding_mask",
     "pointer_step_mask",
+    "local_predictive_weights",
+    "predicted_positions",
     "recurrence",
+    "source_positions",
     "sliding_window_mask",
     "update_cache",
     "weighted_sum",

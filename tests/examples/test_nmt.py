@@ -270,7 +270,10 @@ def test_bleu_scores():
 def test_help_documents_every_flag(capsys):
     for name, flags in (
         ("nmt_transformer", ("--hidden-dim", "--num-heads", "--warmup-steps")),
-        ("nmt_rnn_attention", ("--attention", "--units", "--embedding-dim")),
+        (
+            "nmt_rnn_attention",
+            ("--attention", "--local-p", "--units", "--embedding-dim"),
+        ),
     ):
         script = load(name)
         with pytest.raises(SystemExit):
@@ -290,13 +293,19 @@ def test_smoke_keeps_explicit_flags():
 
 
 @pytest.mark.large
-@pytest.mark.parametrize("name", ["nmt_transformer", "nmt_rnn_attention"])
-def test_smoke_run_exports_and_reloads(name, data_dir, tmp_path):
+@pytest.mark.parametrize(
+    "name, flags",
+    [("nmt_transformer", []), ("nmt_rnn_attention", []),
+     ("nmt_rnn_attention", ["--attention", "luong", "--local-p", "2"])],
+    ids=["transformer", "rnn", "rnn-luong-local-p"],
+)  # fmt: skip
+def test_smoke_run_exports_and_reloads(name, flags, data_dir, tmp_path):
     script = load(name)
     out = tmp_path / "out"
     results = script.main(["--smoke", "--source", "en", "--target", "de",
                            "--data-dir", str(data_dir), "--no-check-hashes",
-                           "--vocabulary-size", "40", "--output-dir", str(out)])  # fmt: skip
+                           "--vocabulary-size", "40", "--output-dir", str(out),
+                           *flags])  # fmt: skip
     for label in ("greedy", "beam2"):
         assert 0 <= results[label]["bleu"] <= 100
     assert (out / "attention.png").stat().st_size > 0

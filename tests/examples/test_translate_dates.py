@@ -45,13 +45,16 @@ def test_help_documents_every_flag(capsys):
 @pytest.mark.tf_only(
     reason="the script decodes in tf.function and exports a SavedModel"
 )
-@pytest.mark.parametrize("attention", ["luong"])
-def test_smoke_run_with_export(attention, tmp_path):
+@pytest.mark.parametrize(
+    "flags", [["--attention", "luong"], ["--attention", "luong", "--local-p", "3"]],
+    ids=["luong", "luong-local-p"],
+)  # fmt: skip
+def test_smoke_run_with_export(flags, tmp_path):
     script = load_script()
     result = script.main(
         [
             "--num-train", "256", "--num-test", "64", "--epochs", "1",
-            "--batch-size", "64", "--units", "16", "--attention", attention,
+            "--batch-size", "64", "--units", "16", *flags,
             "--output-dir", str(tmp_path),
         ]
     )  # fmt: skip

@@ -321,7 +321,8 @@ def test_constructor_rejects_bad_arguments(kwargs, match):
         ),
         (
             lambda d: ka.layers.ScoredAttention(window=2)(d["vector"], d["key"]),
-            r"`window` needs a sequence query.*query.shape=\(2, 4\), window=2",
+            r"`window` with alignment=.monotonic. needs a sequence query.*"
+            r"query.shape=\(2, 4\), window=2",
         ),
         (
             lambda d: ka.layers.ScoredAttention()(

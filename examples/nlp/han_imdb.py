@@ -1,0 +1,499 @@
+"""
+Title: Hierarchical attention networks on IMDB movie reviews
+Description: `keras_attention.models.HierarchicalAttentionNetwork` (Yang et
+al., 2016: words -> sentence vectors -> document vector, attention pooling
+at both levels) against flat models on the same words, for the sentiment
+of the Large Movie Review Dataset (Maas et al., 2011; 25,000 training and
+25,000 test reviews, positive or negative).
+
+Steps: reviews -> sentences (`tensorflow_text.RegexSplitter` on `.`, `!`,
+`?` and `<br />`) -> words (`keras.layers.TextVectorization`, lower case,
+punctuation stripped, the `--vocabulary-size` most frequent words of the
+training sentences) -> documents `(N sentences, W words)`, the first N
+sentences and the first W words of each, 0 = padding. The flat models read
+the same words one after the other (at most N * W). Then, for each model,
+`fit(jit_compile=True)` on 22,500 training reviews with the other 2,500
+(drawn with `--seed`) validating, the weights of the best validation epoch
+kept, and test accuracy on all 25,000 test reviews.
+
+Models (`--models`):
+- `han`: embeddings, word BiGRU, `AttentionPooling`, sentence BiGRU,
+  `AttentionPooling`, dense (the paper's sizes: GRU 50 per direction,
+  attention 100; embeddings 200 here, trained from scratch).
+- `flat-attention`: embeddings, one BiGRU over all the words,
+  `AttentionPooling`, dense.
+- `flat-mean`, `flat-max`: the same BiGRU with masked average / maximum
+  pooling instead of attention.
+
+Outputs under `--output-dir`: `results.json`, `results.md` (test accuracy
+of each model, epochs, time), per model the best weights, a CSV log and a
+`BackupAndRestore` backup (rerun the same command after a crash; finished
+models are loaded, not retrained), and `review.html` / `review.png`: one
+test review with its sentences highlighted by their weight and its words
+by theirs (the hierarchical model's attention).
+
+Data: `--data-dir` with `train.jsonl.gz` and `test.jsonl.gz` (one JSON
+object `{"id", "rating", "label", "text"}` per line, as in
+`../shared/data/imdb`, checked against their SHA-256), or, without it, the
+canonical `aclImdb_v1.tar.gz` from Stanford, downloaded once and checked
+against its SHA-256.
+
+Run:
+    python examples/nlp/han_imdb.py --data-dir ../shared/data/imdb \\
+        --output-dir outputs/han_imdb
+
+Measured: see the README section "Hierarchical attention on IMDB" and the
+closing note of the issue; `results.md` holds each run's numbers.
+"""
+
+import argparse
+import gzip
+import html
+import json
+import os
+import sys
+import tarfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_text as tf_text  # noqa: E402
+from keras import ops  # noqa: E402
+
+import keras_attention as ka  # noqa: E402
+from examples.common.files import sha256  # noqa: E402
+
+ARCHIVE_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+ARCHIVE_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
+# The JSON-lines copies of ../shared/data/imdb (its README and SHA256SUMS).
+JSONL_SHA256 = {
+    "train": "e55e309d06079745593e06ca25c2b277b708e3428b2ac84414c677226154513d",
+    "test": "fa95c381230370e549a41ab5b9805e5548a8d179f9ad3f50a388afd65d0bf58d",
+}
+MODELS = ("han", "flat-attention", "flat-mean", "flat-max")
+SENTENCE_BREAK = r"[.!?]+\s+|<br\s*/?>\s*"
+
+# ---------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------
+
+
+def load_split(split, data_dir=None, check_hash=True):
+    """`(texts, labels)` of the `train` or `test` split, in file order."""
+    if data_dir is None:
+        return _load_from_archive(split, check_hash)
+    path = os.path.join(data_dir, f"{split}.jsonl.gz")
+    if not os.path.isfile(path):
+        raise ValueError(
+            f"`data_dir` must contain `{split}.jsonl.gz`. Received: "
+            f"data_dir={data_dir!r}"
+        )
+    if check_hash and sha256(path) != JSONL_SHA256[split]:
+        raise ValueError(
+            f"Checksum mismatch: `{path}` must have the SHA-256 "
+            f"{JSONL_SHA256[split]}. Received: sha256={sha256(path)}. Pass "
+            "`--no-check-hash` to use other reviews on purpose."
+        )
+    texts, labels = [], []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            review = json.loads(line)
+            texts.append(review["text"])
+            labels.append(int(review["label"]))
+    return texts, np.array(labels, "int32")
+
+
+def _load_from_archive(split, check_hash):
+    archive = keras.utils.get_file(
+        "aclImdb_v1.tar.gz",
+        ARCHIVE_URL,
+        file_hash=ARCHIVE_SHA256 if check_hash else None,
+        hash_algorithm="sha256",
+        cache_subdir=os.path.join("datasets", "imdb"),
+    )
+    texts, labels = [], []
+    with tarfile.open(archive) as tar:
+        for member in tar:
+            parts = member.name.split("/")  # aclImdb/{split}/{neg,pos}/{id}_{r}.txt
+            if len(parts) == 4 and parts[1] == split and parts[2] in ("neg", "pos"):
+                texts.append(tar.extractfile(member).read().decode("utf-8"))
+                labels.append(int(parts[2] == "pos"))
+    return texts, np.array(labels, "int32")
+
+
+def split_sentences(texts):
+    """A ragged `(B, None)` string tensor: each review's sentences."""
+    splitter = tf_text.RegexSplitter(SENTENCE_BREAK)
+    return splitter.split(tf.constant(texts))
+
+
+def make_vectorizer(train_sentences, vocabulary_size, words):
+    """`TextVectorization` adapted on the training sentences: lower case,
+    punctuation stripped, `words` ids per sentence (0 = padding, 1 = OOV)."""
+    vectorizer = keras.layers.TextVectorization(
+        max_tokens=vocabulary_size, output_sequence_length=words
+    )
+    sentences = tf.data.Dataset.from_tensor_slices(train_sentences.flat_values)
+    vectorizer.adapt(sentences.batch(4096))
+    return vectorizer
+
+
+def documents(sentences, vectorizer, num_sentences, batch=4096):
+    """int32 `(B, N, W)`: the first N sentences of each review, vectorised."""
+    sentences = sentences[:, :num_sentences]
+    ids = np.concatenate([
+        vectorizer(sentences.flat_values[i : i + batch]).numpy()
+        for i in range(0, int(tf.size(sentences.flat_values)), batch)
+    ]).astype("int32")  # fmt: skip
+    ragged = tf.RaggedTensor.from_row_lengths(ids, sentences.row_lengths())
+    words = ids.shape[-1]
+    return ragged.to_tensor(shape=(None, num_sentences, words)).numpy()
+
+
+def flatten(docs):
+    """`(B, N * W)`: the words of each document one after the other,
+    padding moved to the end (what the flat models read)."""
+    flat = docs.reshape(len(docs), -1)
+    order = np.argsort(flat == 0, axis=1, kind="stable")  # real words first
+    return np.take_along_axis(flat, order, axis=1)
+
+
+# ---------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------
+
+
+@keras.saving.register_keras_serializable(package="han_imdb")
+class MaskedMaxPooling(keras.layers.Layer):
+    """Maximum over the unmasked time steps. Keras' `GlobalMaxPooling1D`
+    ignores masks, so padding (zeros after a masked RNN) would compete."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return ops.max(inputs, axis=1)
+        keep = ops.cast(mask, "bool")[:, :, None]
+        pooled = ops.max(ops.where(keep, inputs, -1e9), axis=1)
+        return ops.where(ops.any(keep, axis=1), pooled, 0.0)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+
+def build_model(name, args):
+    """A compiled model of `MODELS`; the HAN reads `(B, N, W)`, the others
+    `(B, N * W)`."""
+    if name == "han":
+        model = ka.models.HierarchicalAttentionNetwork(
+            args.vocabulary_size,
+            2,
+            embedding_dim=args.embedding_dim,
+            word_units=args.units,
+            sentence_units=args.units,
+            attention_units=args.attention_units,
+            dropout=args.dropout,
+            seed=args.seed,
+            name="han",
+        )
+    else:
+        pooling = {
+            "flat-attention": lambda: ka.layers.AttentionPooling(args.attention_units),
+            "flat-mean": keras.layers.GlobalAveragePooling1D,
+            "flat-max": MaskedMaxPooling,
+        }[name]()
+        tokens = keras.Input((None,), dtype="int32", name="tokens")
+        x = keras.layers.Embedding(
+            args.vocabulary_size, args.embedding_dim, mask_zero=True
+        )(tokens)
+        x = keras.layers.Dropout(args.dropout, seed=args.seed)(x)
+        x = keras.layers.Bidirectional(
+            keras.layers.GRU(args.units, return_sequences=True)
+        )(x)
+        x = keras.layers.Dropout(args.dropout, seed=args.seed)(pooling(x))
+        model = keras.Model(tokens, keras.layers.Dense(2)(x), name=name)
+    model.compile(
+        keras.optimizers.Adam(args.learning_rate, clipnorm=1.0),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+        jit_compile=True,
+    )
+    return model
+
+
+def train_and_test(name, args, data):
+    """Train (or reload) one model; its test accuracy and timings."""
+    directory = os.path.join(args.output_dir, name)
+    os.makedirs(directory, exist_ok=True)
+    best = os.path.join(directory, "best.weights.h5")
+    done = os.path.join(directory, "done.json")
+    x_train, y_train, x_val, y_val, x_test, y_test = data[name]
+    model = build_model(name, args)
+    model(x_train[:2])  # built, so that weights can be loaded
+    record = {}
+    if os.path.exists(done):
+        with open(done) as f:
+            record = json.load(f)
+    else:
+        start = time.perf_counter()
+        history = model.fit(
+            x_train,
+            y_train,
+            validation_data=(x_val, y_val),
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            verbose=2,
+            callbacks=[
+                keras.callbacks.BackupAndRestore(os.path.join(directory, "backup")),
+                keras.callbacks.ModelCheckpoint(
+                    best, monitor="val_accuracy", save_best_only=True,
+                    save_weights_only=True,
+                ),
+                keras.callbacks.CSVLogger(
+                    os.path.join(directory, "log.csv"), append=True
+                ),
+            ],
+        )  # fmt: skip
+        val = history.history["val_accuracy"]
+        record = dict(
+            train_seconds=round(time.perf_counter() - start, 1),
+            epochs=len(val),
+            best_epoch=int(np.argmax(val)) + 1,
+            val_accuracy=float(np.max(val)),
+        )
+        with open(done, "w") as f:
+            json.dump(record, f)
+    # The checkpoint holds the optimizer's variables too: build it to load them.
+    model.optimizer.build(model.trainable_variables)
+    model.load_weights(best)
+    start = time.perf_counter()
+    _, accuracy = model.evaluate(x_test, y_test, batch_size=256, verbose=0)
+    record.update(
+        test_accuracy=float(accuracy),
+        test_seconds=round(time.perf_counter() - start, 1),
+        parameters=int(model.count_params()),
+    )
+    print(f"{name}: test accuracy {100 * accuracy:.2f}%", flush=True)
+    return model, record
+
+
+# ---------------------------------------------------------------------------
+# The picture of one review
+# ---------------------------------------------------------------------------
+
+
+def review_words(doc, vocabulary):
+    """`[[word, ...], ...]`: the real words of each real sentence."""
+    return [
+        [vocabulary[i] for i in sentence if i != 0]
+        for sentence in doc
+        if np.any(sentence != 0)
+    ]
+
+
+def highlight_html(sentences, word_weights, sentence_weights, title):
+    """An HTML page: each sentence's bar shows its weight, each word's
+    background its weight inside the sentence (scaled by the sentence's
+    largest, so every sentence shows its own focus)."""
+    rows = []
+    for words, alpha, beta in zip(
+        sentences, word_weights, sentence_weights, strict=True
+    ):
+        peak = max(float(np.max(alpha[: len(words)])), 1e-9)
+        spans = " ".join(
+            f'<span style="background: rgba(255, 0, 0, {a / peak:.2f})">'
+            f"{html.escape(w)}</span>"
+            for w, a in zip(words, alpha, strict=False)  # alpha: W entries
+        )
+        rows.append(
+            f'<tr><td style="background: rgba(0, 0, 255, {beta:.2f}); '
+            f'width: 3em; text-align: right">{beta:.2f}</td><td>{spans}</td></tr>'
+        )
+    return (
+        "<!doctype html><meta charset='utf-8'><title>HAN attention</title>"
+        f"<h3>{html.escape(title)}</h3><table>{''.join(rows)}</table>"
+    )
+
+
+def highlight_png(sentences, word_weights, sentence_weights, title, path):
+    """The same picture with matplotlib, one line per sentence."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(12, 0.32 * len(sentences) + 0.8))
+    ax.set_axis_off()
+    ax.set_title(title, fontsize=10, loc="left")
+    renderer = fig.canvas.get_renderer()
+    for row, (words, alpha, beta) in enumerate(
+        zip(sentences, word_weights, sentence_weights, strict=True)
+    ):
+        y = 1.0 - (row + 0.5) / len(sentences)
+        ax.text(0.0, y, f"{beta:.2f}", fontsize=8, va="center",
+                bbox=dict(facecolor=(0, 0, 1, beta), edgecolor="none"))  # fmt: skip
+        x = 0.05
+        peak = max(float(np.max(alpha[: len(words)])), 1e-9)
+        for word, a in zip(words, alpha, strict=False):
+            text = ax.text(x, y, word, fontsize=8, va="center",
+                           bbox=dict(facecolor=(1, 0, 0, a / peak), edgecolor="none",
+                                     pad=0.5))  # fmt: skip
+            width = text.get_window_extent(renderer).transformed(
+                ax.transAxes.inverted()
+            )
+            x += width.width + 0.004
+            if x > 0.98:
+                break
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def save_review(model, doc, label, vocabulary, output_dir):
+    result = model.explain(doc[None])
+    probability = float(ops.softmax(result.logits, axis=-1)[0, 1])
+    sentences = review_words(doc, vocabulary)
+    real = np.flatnonzero(np.any(doc != 0, axis=-1))
+    words = np.asarray(result.word_weights)[0][real]
+    beta = np.asarray(result.sentence_weights)[0][real]
+    title = (
+        f"true label: {'positive' if label else 'negative'}, "
+        f"p(positive) = {probability:.3f}"
+    )
+    with open(os.path.join(output_dir, "review.html"), "w") as f:
+        f.write(highlight_html(sentences, words, beta, title))
+    highlight_png(sentences, words, beta, title,
+                  os.path.join(output_dir, "review.png"))  # fmt: skip
+
+
+# ---------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------
+
+
+def prepare(args):
+    """Per model `(x_train, y_train, x_val, y_val, x_test, y_test)`, the
+    vocabulary and the test documents."""
+    train_texts, train_labels = load_split(
+        "train", args.data_dir, not args.no_check_hash
+    )
+    test_texts, test_labels = load_split("test", args.data_dir, not args.no_check_hash)
+    if args.limit:
+        rng = np.random.default_rng(args.seed)
+        keep = rng.permutation(len(train_texts))[: args.limit]
+        train_texts = [train_texts[i] for i in keep]
+        train_labels = train_labels[keep]
+        keep = rng.permutation(len(test_texts))[: args.limit]
+        test_texts = [test_texts[i] for i in keep]
+        test_labels = test_labels[keep]
+    train_sentences = split_sentences(train_texts)
+    vectorizer = make_vectorizer(train_sentences, args.vocabulary_size, args.words)
+    train_docs = documents(train_sentences, vectorizer, args.sentences)
+    test_docs = documents(split_sentences(test_texts), vectorizer, args.sentences)
+    order = np.random.default_rng(args.seed).permutation(len(train_docs))
+    n_val = max(1, int(round(args.validation_fraction * len(order))))
+    val, train = order[:n_val], order[n_val:]
+    data = {}
+    for name in args.models:
+        view = (lambda d: d) if name == "han" else flatten
+        data[name] = (
+            view(train_docs[train]), train_labels[train],
+            view(train_docs[val]), train_labels[val],
+            view(test_docs), test_labels,
+        )  # fmt: skip
+    return data, vectorizer.get_vocabulary(), test_docs, test_labels
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Hierarchical attention vs flat models on IMDB sentiment.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add = parser.add_argument
+    add("--data-dir", default=None,
+        help="directory with train.jsonl.gz and test.jsonl.gz; default: "
+             "download aclImdb_v1.tar.gz (checked by SHA-256)")  # fmt: skip
+    add("--no-check-hash", action="store_true",
+        help="accept data files with other checksums")  # fmt: skip
+    add("--output-dir", default="outputs/han_imdb", help="results, weights, pictures")
+    add("--models", nargs="+", choices=MODELS, default=list(MODELS),
+        help="models to train and compare")  # fmt: skip
+    add("--vocabulary-size", type=int, default=30000, help="words kept (with 0, OOV)")
+    add("--sentences", type=int, default=15, help="sentences kept per review (N)")
+    add("--words", type=int, default=30, help="words kept per sentence (W)")
+    add("--embedding-dim", type=int, default=200, help="word embedding width")
+    add("--units", type=int, default=50, help="GRU units per direction")
+    add("--attention-units", type=int, default=100, help="width of u_t")
+    add("--dropout", type=float, default=0.3, help="dropout rate")
+    add("--learning-rate", type=float, default=1e-3, help="Adam learning rate")
+    add("--batch-size", type=int, default=64, help="reviews per batch")
+    add("--epochs", type=int, default=4, help="training epochs")
+    add("--validation-fraction", type=float, default=0.1,
+        help="share of the training reviews held out to pick the best epoch")  # fmt: skip
+    add("--limit", type=int, default=0, help="use only this many reviews per split")
+    add("--review", type=int, default=0, help="test review drawn as review.html/png")
+    add("--seed", type=int, default=1337, help="random seed")
+    add("--smoke", action="store_true",
+        help="a tiny run: 200 reviews per split, small models, 1 epoch")  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.smoke:
+        smoke = dict(limit=200, vocabulary_size=500, sentences=4, words=8,
+                     embedding_dim=8, units=4, attention_units=6, epochs=1)  # fmt: skip
+        for name, value in smoke.items():
+            if f"--{name.replace('_', '-')}" not in (argv or sys.argv[1:]):
+                setattr(args, name, value)
+    for name in ("vocabulary_size", "sentences", "words", "embedding_dim", "units",
+                 "attention_units", "batch_size", "epochs"):  # fmt: skip
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
+    if not 0 < args.validation_fraction < 1:
+        parser.error("--validation-fraction must be in (0, 1)")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    keras.utils.set_random_seed(args.seed)
+    os.makedirs(args.output_dir, exist_ok=True)
+    start = time.perf_counter()
+    print("splitting and vectorising the reviews...", flush=True)
+    data, vocabulary, test_docs, test_labels = prepare(args)
+    print(f"data ready in {time.perf_counter() - start:.0f} s: "
+          f"{len(data[args.models[0]][0])} train, {len(data[args.models[0]][2])} "
+          f"validation, {len(test_labels)} test reviews", flush=True)  # fmt: skip
+    results = {}
+    for name in args.models:
+        model, results[name] = train_and_test(name, args, data)
+        if name == "han":
+            index = args.review % len(test_docs)
+            save_review(model, test_docs[index], test_labels[index], vocabulary,
+                        args.output_dir)  # fmt: skip
+    write_results(results, args)
+    return results
+
+
+def write_results(results, args):
+    with open(os.path.join(args.output_dir, "results.json"), "w") as f:
+        json.dump(dict(results=results, args=vars(args)), f, indent=2)
+    lines = [
+        "| model | test accuracy | best epoch / epochs | training s | parameters |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        lines.append(
+            f"| {name} | {100 * r['test_accuracy']:.2f}% | "
+            f"{r['best_epoch']} / {r['epochs']} | {r['train_seconds']} | "
+            f"{r['parameters']:,} |"
+        )
+    with open(os.path.join(args.output_dir, "results.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+import keras
+
+from keras_attention.keras_compat import first_mask
+from keras_attention.layers.transformer_decoder_block import TransformerDecoderBlock
+from keras_attention.layers.universal_transformer_utils import UniversalTransformerBase
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class UniversalTransformerDecoder(UniversalTransformerBase):
+    """The Universal Transformer decoder: one shared decoder block, recurrent.
+
+    As `UniversalTransformerEncoder`, with one `TransformerDecoderBlock`
+    (causal self-attention, cross-attention to `encoder_sequence`, FFN)
+    shared across up to `max_steps` steps; position and timestep encodings
+    are added before every step:
+
+        s^n = Block(s^{n-1} + P + S^n, encoder_sequence),  s^0 = decoder_sequence
+
+    With `halting=True` each position halts with Adaptive Computation Time
+    (see `UniversalTransformerEncoder` for the formulas and the ponder cost
+    added with `add_loss`). Halting is per position and a halted position
+    keeps its state, so with the causal mask output `t` depends on no
+    decoder position after `t`, whatever the later positions do. When the
+    first call has no `encoder_sequence`, the block has no cross-attention
+    (decoder-only). The encoder output is the same at every step (the
+    paper's decoder attends to the final encoder representation). There is
+    no KV cache: generate by calling the layer on the whole prefix.
+
+    Masks: `decoder_padding_mask` `(B, T)` and `encoder_padding_mask`
+    `(B, S)` (True = real token), filled from the Keras masks of the two
+    sequences; padded decoder positions take no step with halting and do
+    not count in the ponder cost.
+
+    Args:
+        num_heads: number of heads; must divide the width `D`.
+        intermediate_dim: hidden width of the block's feed-forward net.
+        max_steps: the most steps a position may take.
+        halting: Adaptive Computation Time (`True`) or exactly `max_steps`
+            steps (`False`).
+        halting_threshold: `1 - epsilon` of ACT, in (0, 1].
+        ponder_cost_weight: `tau`, the weight of the ponder cost (0: none).
+        max_wavelength: of the position and timestep encodings.
+        **kwargs: the block's arguments (see `TransformerDecoderBlock`)
+            and base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        decoder_sequence: `(B, T, D)`.
+        encoder_sequence: `(B, S, De)` or `None`.
+        decoder_padding_mask: `(B, T)`; filled from the Keras mask.
+        encoder_padding_mask: `(B, S)`; filled from the Keras mask.
+        use_causal_mask: bool, `True` by default.
+        training: bool, whether dropout is active.
+        return_halting: also return the dict `{"steps", "remainders"}` of
+            float32 `(B, T)` tensors (see `UniversalTransformerEncoder`).
+
+    Returns:
+        `(B, T, D)`, and the halting dict when asked.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_attention as ka
+    >>> target = np.random.rand(2, 4, 16).astype("float32")
+    >>> source = np.random.rand(2, 6, 16).astype("float32")
+    >>> decoder = ka.layers.UniversalTransformerDecoder(
+    ...     num_heads=4, intermediate_dim=32, max_steps=3
+    ... )
+    >>> decoder(target, source).shape
+    TensorShape([2, 4, 16])
+
+    References:
+        - Dehghani et al., 2019, Universal Transformers:
+          https://arxiv.org/abs/1807.03819
+        - Graves, 2016: https://arxiv.org/abs/1603.08983
+    """
+
+    block_class = TransformerDecoderBlock
+
+    def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        self.block.build(decoder_sequence_shape, encoder_sequence_shape)
+        self._build_own(decoder_sequence_shape)
+
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+        use_causal_mask=True,
+        training=None,
+        return_halting=False,
+    ):
+        decoder_padding_mask = first_mask(decoder_padding_mask, decoder_sequence)
+        encoder_padding_mask = first_mask(encoder_padding_mask, encoder_sequence)
+        self._check_call_arguments(
+            decoder_sequence,
+            encoder_sequence,
+            decoder_padding_mask,
+            encoder_padding_mask,
+        )
+
+        def block_step(x, training):
+            return self.block._forward(
+                x,
+                encoder_sequence,
+                decoder_padding_mask=decoder_padding_mask,
+                encoder_padding_mask=encoder_padding_mask,
+                use_causal_mask=use_causal_mask,
+                training=training,
+            ).output
+
+        result = self._recur(
+            decoder_sequence, decoder_padding_mask, block_step, training
+        )
+        return result.keras_outputs(return_halting)
+
+    def _check_call_arguments(
+        self,
+        decoder_sequence,
+        encoder_sequence,
+        decoder_padding_mask,
+        encoder_padding_mask,
+    ):
+        if encoder_sequence is not None:
+            self.block._require_cross_attention()
+        elif self.block.cross_attention is not None:
+            raise ValueError(
+                "This decoder has cross-attention: pass `encoder_sequence`. "
+                "Received: encoder_sequence=None"
+            )
+        self.block._check_decoder_masks(
+            decoder_sequence,
+            encoder_sequence,
+            decoder_padding_mask,
+            None,
+            encoder_padding_mask,
+            None,
+            None,
+            None,
+        )

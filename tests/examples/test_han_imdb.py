@@ -1,0 +1,91 @@
+import gzip
+import importlib.util
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+SCRIPT = pathlib.Path(__file__).parents[2] / "examples" / "nlp" / "han_imdb.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("han_imdb", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+han_imdb = _load()
+
+GOOD = ["a great film", "wonderful acting", "I loved it", "superb story"]
+BAD = ["a dull film", "terrible acting", "I hated it", "boring story"]
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    """Synthetic reviews in the JSON-lines format of ../shared/data/imdb."""
+    rng = np.random.default_rng(0)
+    directory = tmp_path / "imdb"
+    directory.mkdir()
+    for split in ("train", "test"):
+        with gzip.open(directory / f"{split}.jsonl.gz", "wt", encoding="utf-8") as f:
+            for i in range(60):
+                label = i % 2
+                phrases = rng.choice(GOOD if label else BAD, size=3)
+                text = ". ".join(phrases) + "!<br /><br />The end."
+                review = dict(id=i, rating=8 if label else 2, label=label, text=text)
+                f.write(json.dumps(review) + "\n")
+    return directory
+
+
+def test_reviews_become_documents_of_sentences(data_dir):
+    texts, labels = han_imdb.load_split("train", str(data_dir), check_hash=False)
+    assert len(texts) == 60 and set(labels) == {0, 1}
+    sentences = han_imdb.split_sentences(texts[:1])
+    assert sentences.to_list()[0][-1] == b"The end."
+    vectorizer = han_imdb.make_vectorizer(sentences, 50, words=3)
+    docs = han_imdb.documents(sentences, vectorizer, num_sentences=6)
+    assert docs.shape == (1, 6, 3)
+    real = (docs != 0).any(-1)[0]
+    assert real.tolist() == [True] * 4 + [False] * 2  # 3 phrases, "The end"
+    flat = han_imdb.flatten(docs)
+    assert flat.shape == (1, 18)
+    n = int((docs != 0).sum())
+    assert np.all(flat[0, :n] != 0) and np.all(flat[0, n:] == 0)
+    assert flat[0, :n].tolist() == docs[0][docs[0] != 0].tolist()
+
+
+def test_checksums_are_checked(data_dir):
+    with pytest.raises(ValueError, match="Checksum mismatch"):
+        han_imdb.load_split("train", str(data_dir))
+    with pytest.raises(ValueError, match="train.jsonl.gz"):
+        han_imdb.load_split("train", str(data_dir / "missing"))
+
+
+def test_masked_max_ignores_padding():
+    x = np.array([[[1.0], [5.0], [-3.0]], [[-2.0], [-7.0], [9.0]]], "float32")
+    mask = np.array([[True, False, True], [True, True, False]])
+    pooled = han_imdb.MaskedMaxPooling()(x, mask=mask)
+    np.testing.assert_allclose(np.asarray(pooled), [[1.0], [-2.0]])
+
+
+@pytest.mark.tf_only(reason="the script splits sentences with tensorflow_text")
+def test_smoke_run(data_dir, tmp_path):
+    out = tmp_path / "out"
+    results = han_imdb.main([
+        "--smoke", "--data-dir", str(data_dir), "--no-check-hash",
+        "--output-dir", str(out), "--models", "han", "flat-max",
+    ])  # fmt: skip
+    assert set(results) == {"han", "flat-max"}
+    for record in results.values():
+        assert 0.0 <= record["test_accuracy"] <= 1.0
+    assert (out / "review.png").stat().st_size > 0
+    assert "<table>" in (out / "review.html").read_text()
+    assert "| han |" in (out / "results.md").read_text()
+    # Finished models are reloaded, not trained again.
+    again = han_imdb.main([
+        "--smoke", "--data-dir", str(data_dir), "--no-check-hash",
+        "--output-dir", str(out), "--models", "han",
+    ])  # fmt: skip
+    assert again["han"]["test_accuracy"] == results["han"]["test_accuracy"]

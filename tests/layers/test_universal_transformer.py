@@ -1,0 +1,277 @@
+"""UniversalTransformerEncoder / UniversalTransformerDecoder.
+
+The recurrence is checked against a loop written here from the paper's
+equations that calls the layer's own shared block (itself tested against
+NumPy in test_transformer_blocks.py) and does the halting in NumPy; the
+generic checks (config, save/load, mixed precision, XLA fit, masks) are in
+the every-layer harnesses.
+"""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+import keras_attention as ka
+from keras_attention import testing
+
+L = ka.layers
+
+
+def _np(x):
+    return np.asarray(ops.convert_to_numpy(x), "float64")
+
+
+def _sinusoid(positions, width):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...)."""
+    i = np.arange(width)
+    angles = np.asarray(positions, "float64")[:, None] / 10000 ** ((i - i % 2) / width)
+    return np.where(i % 2 == 0, np.sin(angles), np.cos(angles))  # (P, D)
+
+
+def reference(layer, x, real, block_step):
+    """The UT of Dehghani et al. with Graves' ACT, step by step.
+
+    `block_step(s)` applies the layer's shared block; the halting unit's
+    weights are read from the layer; all the rest is NumPy.
+    """
+    b, t, d = x.shape
+    positions = _sinusoid(np.arange(t), d)[None]  # P, (1, T, D)
+    timesteps = _sinusoid(np.arange(layer.max_steps), d)  # S^n, (M, D)
+    state = x.astype("float64")
+    if not layer.halting:
+        for n in range(layer.max_steps):
+            state = _np(
+                block_step((state + positions + timesteps[n]).astype("float32"))
+            )
+        return state, np.where(real, layer.max_steps, 0), np.zeros((b, t))
+    kernel, bias = (_np(w) for w in layer.halting_unit.weights)
+    total = np.zeros((b, t))
+    halted = ~real
+    output = np.zeros((b, t, d))
+    steps = np.zeros((b, t))
+    remainders = np.zeros((b, t))
+    for n in range(layer.max_steps):
+        new = _np(block_step((state + positions + timesteps[n]).astype("float32")))
+        h = 1 / (1 + np.exp(-(new @ kernel + bias)[..., 0]))  # (B, T)
+        last = n == layer.max_steps - 1
+        for i in range(b):
+            for j in range(t):
+                if halted[i, j]:
+                    continue
+                steps[i, j] += 1
+                state[i, j] = new[i, j]
+                if total[i, j] + h[i, j] >= layer.halting_threshold or last:
+                    remainders[i, j] = 1 - total[i, j]
+                    output[i, j] += remainders[i, j] * new[i, j]
+                    halted[i, j] = True
+                else:
+                    total[i, j] += h[i, j]
+                    output[i, j] += h[i, j] * new[i, j]
+    return output, steps, remainders
+
+
+def _encoder(**kwargs):
+    kwargs = {"num_heads": 2, "intermediate_dim": 8, "max_steps": 4, **kwargs}
+    return L.UniversalTransformerEncoder(**kwargs)
+
+
+def _encoder_block_step(layer, real):
+    return lambda s: layer.block(s, padding_mask=real)
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_encoder_with_act_matches_the_step_by_step_reference(rng, normalize_first):
+    x = rng.normal(size=(2, 6, 4)).astype("float32")
+    real = np.array([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]], bool)
+    layer = _encoder(normalize_first=normalize_first, ponder_cost_weight=0.05)
+    layer(x)
+    kernel, bias = layer.halting_unit.weights
+    kernel.assign(3.0 * kernel)  # h spread around 0.5: N varies
+    bias.assign([0.0])
+    output, halting = layer(x, padding_mask=real, return_halting=True)
+    expected, steps, remainders = reference(
+        layer, x, real, _encoder_block_step(layer, real)
+    )
+    if normalize_first:
+        expected = _np(layer.final_norm(expected.astype("float32")))
+    np.testing.assert_allclose(_np(output)[real], expected[real], atol=2e-5)
+    np.testing.assert_array_equal(_np(halting["steps"]), steps)
+    np.testing.assert_allclose(_np(halting["remainders"]), remainders, atol=1e-6)
+    # Halting varies across positions here (else the test proves little).
+    assert len(np.unique(steps[real])) > 1
+    (loss,) = layer.losses
+    np.testing.assert_allclose(
+        float(loss), 0.05 * (steps + remainders)[real].mean(), rtol=1e-5
+    )
+
+
+def test_without_halting_the_block_is_applied_max_steps_times(rng):
+    x = rng.normal(size=(2, 5, 4)).astype("float32")
+    real = np.ones((2, 5), bool)
+    layer = _encoder(halting=False, max_steps=3)
+    output, halting = layer(x, return_halting=True)
+    expected, steps, _ = reference(layer, x, real, _encoder_block_step(layer, real))
+    np.testing.assert_allclose(_np(output), expected, atol=2e-5)
+    np.testing.assert_array_equal(_np(halting["steps"]), steps)
+    assert layer.halting_unit is None and not layer.losses
+    # One block's weights, however many steps.
+    assert len(layer.weights) == len(layer.block.weights)
+
+
+def test_a_halted_position_stops_changing(rng):
+    """More steps allowed change nothing for a position that halted on its
+    own before the last step: its output and state are frozen."""
+    x = rng.normal(size=(2, 6, 4)).astype("float32")
+    short = _encoder(max_steps=3)
+    short(x)
+    short.halting_unit.weights[1].assign([0.2])  # h about 0.5: halts at 2-3
+    config = short.get_config()
+    long = L.UniversalTransformerEncoder.from_config({**config, "max_steps": 8})
+    long(x)
+    long.set_weights(short.get_weights())
+    out_short, halting = short(x, return_halting=True)
+    out_long = long(x)
+    early = _np(halting["steps"]) < 3
+    assert early.any()
+    np.testing.assert_allclose(_np(out_long)[early], _np(out_short)[early], atol=1e-5)
+
+
+def test_padding_changes_no_real_position_and_costs_nothing(rng):
+    layer = _encoder()
+    x = rng.normal(size=(2, 5, 4)).astype("float32")
+    testing.check_padding_invariance(layer, x, mask_argument="padding_mask")
+    real = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
+    garbage = np.where(real[..., None], x, 1e3 * rng.normal(size=x.shape))
+    out, halting = layer(x, padding_mask=real, return_halting=True)
+    cost = float(layer.losses[0])
+    out_garbage = layer(garbage.astype("float32"), padding_mask=real)
+    np.testing.assert_allclose(_np(out_garbage)[real], _np(out)[real], atol=1e-5)
+    assert float(layer.losses[0]) == pytest.approx(cost, rel=1e-6)
+    assert np.all(_np(out)[~real] == 0) and np.all(_np(halting["steps"])[~real] == 0)
+
+
+def test_keras_mask_flows_in_and_out():
+    tokens = np.array([[3, 4, 5, 0, 0], [1, 2, 0, 0, 0]])
+    embedding = keras.layers.Embedding(8, 4, mask_zero=True)
+    layer = _encoder()
+    x = embedding(tokens)
+    implicit = layer(x)
+    explicit = layer(x, padding_mask=tokens != 0)
+    np.testing.assert_array_equal(_np(implicit), _np(explicit))
+    np.testing.assert_array_equal(_np(layer.compute_mask(x, tokens != 0)), tokens != 0)
+
+
+def _decoder(**kwargs):
+    kwargs = {"num_heads": 2, "intermediate_dim": 8, "max_steps": 4, **kwargs}
+    return L.UniversalTransformerDecoder(**kwargs)
+
+
+@pytest.mark.parametrize("halting", [True, False])
+def test_decoder_matches_the_reference(rng, halting):
+    x = rng.normal(size=(2, 5, 4)).astype("float32")
+    enc = rng.normal(size=(2, 3, 6)).astype("float32")
+    real = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], bool)
+    enc_real = np.array([[1, 1, 1], [1, 1, 0]], bool)
+    layer = _decoder(halting=halting)
+    kwargs = dict(decoder_padding_mask=real, encoder_padding_mask=enc_real)
+    output, halting_info = layer(x, enc, **kwargs, return_halting=True)
+
+    def block_step(s):
+        return layer.block(s, enc, **kwargs)
+
+    expected, steps, _ = reference(layer, x, real, block_step)
+    np.testing.assert_allclose(_np(output)[real], expected[real], atol=2e-5)
+    np.testing.assert_array_equal(_np(halting_info["steps"]), steps)
+
+
+@pytest.mark.parametrize("with_encoder", [True, False])
+def test_decoder_is_causal_and_padding_invariant(rng, with_encoder):
+    x = rng.normal(size=(2, 5, 4)).astype("float32")
+    enc = rng.normal(size=(2, 3, 4)).astype("float32")
+    inputs = [x, enc] if with_encoder else [x]
+    testing.check_causality(_decoder(), inputs)
+    layer = _decoder()
+    if with_encoder:
+        testing.check_padding_invariance(
+            layer, x, enc, mask_argument="encoder_padding_mask"
+        )
+    else:
+        testing.check_padding_invariance(layer, x, mask_argument="decoder_padding_mask")
+
+
+def test_decoder_without_cross_attention_refuses_an_encoder_and_vice_versa(rng):
+    x = rng.normal(size=(2, 3, 4)).astype("float32")
+    only = _decoder()
+    only(x)
+    with pytest.raises(ValueError, match="cross-attention"):
+        only(x, x)
+    cross = _decoder()
+    cross(x, x)
+    with pytest.raises(ValueError, match="encoder_sequence"):
+        cross(x)
+
+
+def test_ponder_cost_is_in_the_compiled_fit_loss(rng):
+    """`model.evaluate` (compiled with XLA) reports task loss + tau * mean(N + R)."""
+    x = rng.normal(size=(4, 5, 4)).astype("float32")
+    y = rng.normal(size=(4, 5, 4)).astype("float32")
+    layer = _encoder(ponder_cost_weight=0.5, max_steps=2)
+    inputs = keras.Input((5, 4))
+    model = keras.Model(inputs, layer(inputs))
+    model.compile(optimizer="sgd", loss="mse", jit_compile=True)
+    output, halting = layer(x, return_halting=True)
+    ponder = _np(halting["steps"] + halting["remainders"]).mean()
+    mse = np.mean((_np(output) - y) ** 2)
+    loss = model.evaluate(x, y, batch_size=4, verbose=0)
+    np.testing.assert_allclose(loss, mse + 0.5 * ponder, rtol=1e-5)
+    history = model.fit(x, y, batch_size=4, epochs=2, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+
+
+@pytest.mark.large
+def test_seq2seq_model_trains_under_xla(rng):
+    """As `models.Transformer`: embedded source and target with padding id
+    0, a UT encoder, a UT decoder attending to it, logits; `fit` with
+    `jit_compile=True` lowers the loss."""
+    vocab, width = 11, 8
+    source = keras.Input((6,), dtype="int32")
+    target = keras.Input((5,), dtype="int32")
+    enc = keras.layers.Embedding(vocab, width, mask_zero=True)(source)
+    enc = _encoder(max_steps=3)(enc)
+    dec = keras.layers.Embedding(vocab, width, mask_zero=True)(target)
+    dec = _decoder(max_steps=3)(dec, enc)
+    model = keras.Model([source, target], keras.layers.Dense(vocab)(dec))
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-2),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=True,
+    )
+    src = rng.integers(1, vocab, size=(16, 6))
+    src[:, 4:] = 0
+    tgt = np.concatenate([np.ones((16, 1), int), src[:, :4]], 1)  # copy task
+    history = model.fit([src, tgt], src[:, :5], batch_size=8, epochs=8, verbose=0)
+    losses = history.history["loss"]
+    assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize(
+    "kwargs, argument",
+    [
+        ({"max_steps": 0}, "max_steps"),
+        ({"halting_threshold": 0.0}, "halting_threshold"),
+        ({"halting_threshold": 1.5}, "halting_threshold"),
+        ({"ponder_cost_weight": -0.1}, "ponder_cost_weight"),
+        ({"halting": "yes"}, "halting"),
+        ({"dropout": 1.0}, "dropout"),
+        ({"num_heads": 0}, "num_heads"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, argument):
+    with pytest.raises(ValueError, match=f"`{argument}`"):
+        _encoder(**kwargs)
+
+
+def test_num_heads_must_divide_the_width(rng):
+    with pytest.raises(ValueError, match="num_heads"):
+        _encoder(num_heads=3)(rng.normal(size=(2, 3, 4)).astype("float32"))
