@@ -146,7 +146,7 @@ def documents(sentences, vectorizer, num_sentences, batch=4096):
     """int32 `(B, N, W)`: the first N sentences of each review, vectorised."""
     sentences = sentences[:, :num_sentences]
     ids = np.concatenate([
-        vectorizer(sentences.flat_values[i : i + batch]).numpy()
+        keras.ops.convert_to_numpy(vectorizer(sentences.flat_values[i : i + batch]))
         for i in range(0, int(tf.size(sentences.flat_values)), batch)
     ]).astype("int32")  # fmt: skip
     ragged = tf.RaggedTensor.from_row_lengths(ids, sentences.row_lengths())
