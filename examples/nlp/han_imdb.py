@@ -47,6 +47,7 @@ closing note of the issue; `results.md` holds each run's numbers.
 """
 
 import argparse
+import csv
 import gzip
 import html
 import json
@@ -227,6 +228,40 @@ def build_model(name, args):
     return model
 
 
+class EpochSeconds(keras.callbacks.Callback):
+    """Adds each epoch's wall time to its logs as `epoch_seconds`."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["epoch_seconds"] = round(time.perf_counter() - self.start, 1)
+
+
+def best_so_far(log):
+    """The best validation accuracy already logged (None before training)."""
+    if not os.path.exists(log):
+        return None
+    with open(log) as f:
+        return max((float(r["val_accuracy"]) for r in csv.DictReader(f)), default=None)
+
+
+def training_record(log):
+    """Epochs, best epoch, best validation accuracy and training time from
+    the CSV log, which holds every epoch even when `BackupAndRestore`
+    resumed the run (the `History` of a resumed `fit` has only the rest)."""
+    with open(log) as f:
+        rows = list(csv.DictReader(f))
+    val = [float(row["val_accuracy"]) for row in rows]
+    return dict(
+        train_seconds=round(sum(float(r.get("epoch_seconds") or 0) for r in rows), 1),
+        epochs=len(rows),
+        best_epoch=int(np.argmax(val)) + 1,
+        val_accuracy=max(val),
+    )
+
+
 def train_and_test(name, args, data):
     """Train (or reload) one model; its test accuracy and timings."""
     directory = os.path.join(args.output_dir, name)
@@ -236,13 +271,9 @@ def train_and_test(name, args, data):
     x_train, y_train, x_val, y_val, x_test, y_test = data[name]
     model = build_model(name, args)
     model(x_train[:2])  # built, so that weights can be loaded
-    record = {}
-    if os.path.exists(done):
-        with open(done) as f:
-            record = json.load(f)
-    else:
-        start = time.perf_counter()
-        history = model.fit(
+    if not os.path.exists(done):
+        log = os.path.join(directory, "log.csv")
+        model.fit(
             x_train,
             y_train,
             validation_data=(x_val, y_val),
@@ -254,21 +285,17 @@ def train_and_test(name, args, data):
                 keras.callbacks.ModelCheckpoint(
                     best, monitor="val_accuracy", save_best_only=True,
                     save_weights_only=True,
+                    # a resumed run keeps the best epoch of the first part
+                    initial_value_threshold=best_so_far(log),
                 ),
-                keras.callbacks.CSVLogger(
-                    os.path.join(directory, "log.csv"), append=True
-                ),
+                EpochSeconds(),  # before the logger, which writes its value
+                keras.callbacks.CSVLogger(log, append=True),
             ],
         )  # fmt: skip
-        val = history.history["val_accuracy"]
-        record = dict(
-            train_seconds=round(time.perf_counter() - start, 1),
-            epochs=len(val),
-            best_epoch=int(np.argmax(val)) + 1,
-            val_accuracy=float(np.max(val)),
-        )
         with open(done, "w") as f:
-            json.dump(record, f)
+            json.dump(training_record(log), f)
+    with open(done) as f:
+        record = json.load(f)
     # The checkpoint holds the optimizer's variables too: build it to load them.
     model.optimizer.build(model.trainable_variables)
     model.load_weights(best)

@@ -89,3 +89,23 @@ def test_smoke_run(data_dir, tmp_path):
         "--output-dir", str(out), "--models", "han",
     ])  # fmt: skip
     assert again["han"]["test_accuracy"] == results["han"]["test_accuracy"]
+
+
+def test_record_covers_every_epoch_of_a_resumed_run(tmp_path):
+    # A run resumed by BackupAndRestore appends its epochs to the same log
+    # (CSVLogger(append=True) writes no second header); its `History` holds
+    # only the resumed epochs, so the record is read from the log.
+    log = tmp_path / "log.csv"
+    assert han_imdb.best_so_far(str(log)) is None
+    log.write_text(
+        "epoch,accuracy,loss,val_accuracy,val_loss,epoch_seconds\n"
+        "0,0.8,0.4,0.85,0.3,100.0\n"
+        "1,0.9,0.2,0.88,0.3,110.0\n"
+    )
+    assert han_imdb.best_so_far(str(log)) == 0.88
+    with open(log, "a") as f:
+        f.write("2,0.95,0.1,0.87,0.4,120.5\n")
+    record = han_imdb.training_record(str(log))
+    assert record == dict(
+        train_seconds=330.5, epochs=3, best_epoch=2, val_accuracy=0.88
+    )
