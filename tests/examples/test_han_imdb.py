@@ -40,8 +40,9 @@ def data_dir(tmp_path):
 
 
 def test_reviews_become_documents_of_sentences(data_dir):
-    texts, labels = han_imdb.load_split("train", str(data_dir), check_hash=False)
+    texts, labels, ids = han_imdb.load_split("train", str(data_dir), check_hash=False)
     assert len(texts) == 60 and set(labels) == {0, 1}
+    assert ids.tolist() == list(range(60))
     sentences = han_imdb.split_sentences(texts[:1])
     assert sentences.to_list()[0][-1] == b"The end."
     vectorizer = han_imdb.make_vectorizer(sentences, 50, words=3)
@@ -109,3 +110,15 @@ def test_record_covers_every_epoch_of_a_resumed_run(tmp_path):
     assert record == dict(
         train_seconds=330.5, epochs=3, best_epoch=2, val_accuracy=0.88
     )
+
+
+def test_validation_holds_out_the_highest_ids_of_each_class():
+    # Reviews of one movie have consecutive ids: the highest ids of each
+    # class are whole movies, unlike a random draw.
+    labels = np.array([0, 1] * 10)
+    ids = np.array([i // 2 for i in range(20)])[::-1]  # files in any order
+    held_out = han_imdb.validation_mask(ids, labels, 0.2)
+    assert held_out.sum() == 4
+    assert sorted(zip(labels[held_out], ids[held_out], strict=True)) == [
+        (0, 8), (0, 9), (1, 8), (1, 9)
+    ]  # fmt: skip
