@@ -934,6 +934,38 @@ def hierarchical(steps=120, batch=64):
     return _save(fig, "hierarchical")
 
 
+def image_transformer():
+    """What one pixel of a 12 x 12 image sees: full causal attention, local
+    1D and local 2D (the Image Transformer's two local attentions)."""
+    km = ka.modifiers
+    size, pixel = 12, (6, 5)
+    query = pixel[0] * size + pixel[1]
+    panels = (
+        ("full causal: every earlier pixel", km.CausalMask()),
+        ("BlockLocal1D(24, 24): block of 24\n+ 24 earlier positions",
+         km.BlockLocal1D(24, 24)),
+        ("BlockLocal2D(12, (4, 4), (2, 2)): block 4x4\n+ 2 rows above, 2 cols aside",
+         km.BlockLocal2D(size, (4, 4), (2, 2))),
+    )  # fmt: skip
+    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.7))
+    colors = ListedColormap([_BLOCKED, _ALLOWED, "#e53935"])
+    for ax, (title, modifier) in zip(axes, panels, strict=True):
+        row = _pattern(modifier, queries=1, keys=size * size, query_start=query)
+        image = row[0, 0, 0].reshape(size, size).astype(int)
+        image[pixel] = 2
+        ax.imshow(image, cmap=colors, vmin=0, vmax=2)
+        ax.set_xticks(np.arange(-0.5, size, 1), minor=True)
+        ax.set_yticks(np.arange(-0.5, size, 1), minor=True)
+        ax.grid(which="minor", color="white", linewidth=0.5)
+        ax.tick_params(which="both", length=0, labelsize=7)
+        ax.set_xlabel("column", fontsize=8)
+        ax.set_ylabel("row", fontsize=8)
+        ax.set_title(title, fontsize=9)
+    fig.suptitle(f"what pixel {pixel} (red) attends to, raster order", fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    return _save(fig, "image_transformer_masks")
+
+
 FIGURES = {
     "soft": soft_attention,
     "scores": score_functions,
@@ -951,6 +983,7 @@ FIGURES = {
     "variants": attention_variants,
     "ntm": ntm_addressing,
     "act": act_halting,
+    "image_transformer": image_transformer,
 }
 
 

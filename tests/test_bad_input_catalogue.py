@@ -339,6 +339,38 @@ CASES = [
         "inputs.shape=(2, 3, 4, 4)",
     ),
     (
+        "image-block-query-block",
+        lambda: L.ImageTransformerBlock(2, 8, query_block="2d"),
+        "query_block",
+        "query_block='2d'",
+    ),
+    (
+        "image-block-flange-1d",
+        lambda: L.ImageTransformerBlock(2, 8, query_block=4, memory_flange=-1),
+        "memory_flange",
+        "memory_flange=-1",
+    ),
+    (
+        "image-block-rank-3",
+        lambda: L.ImageTransformerBlock(2, 8)(_x(2, 4, 4)),
+        "inputs",
+        "(2, 4, 4)",
+    ),
+    (
+        "image-model-levels",
+        lambda: ka.models.ImageTransformer((4, 4), num_levels=1),
+        "num_levels",
+        "num_levels=1",
+    ),
+    (
+        "image-model-width",
+        lambda: ka.models.ImageTransformer(
+            (4, 4), 4, mask_modifier=ka.modifiers.BlockLocal2D(5, (2, 2), (1, 1))
+        ),
+        "image_width",
+        "image_shape=(4, 4)",
+    ),
+    (
         "2d-reduction-too-large",
         lambda: L.SelfAttention2D(channels_reduction=8)(_x(2, 4, 4, 4)),
         "channels_reduction",

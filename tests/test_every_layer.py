@@ -174,6 +174,30 @@ LAYER_CASES = {
         ka.layers.TransformerDecoder(num_layers=2, num_heads=2, intermediate_dim=8),
         _inputs((2, 3, 4), (2, 5, 4)),
     ),
+    "ImageTransformerBlock": lambda: (
+        ka.layers.ImageTransformerBlock(
+            num_heads=2, intermediate_dim=8, query_block=(1, 2), memory_flange=(1, 1)
+        ),
+        _inputs((2, 3, 4, 4)),
+    ),
+    "ImageTransformerBlock/local-1d-chunked-dropout": lambda: (
+        ka.layers.ImageTransformerBlock(
+            num_heads=2,
+            intermediate_dim=8,
+            query_block=4,
+            memory_flange=2,
+            dropout=0.1,
+            seed=1,
+            attention_impl="chunked",
+        ),
+        _inputs((2, 3, 4, 4)),
+    ),
+    "ImageTransformerBlock/full-bidirectional": lambda: (
+        ka.layers.ImageTransformerBlock(
+            num_heads=2, intermediate_dim=8, query_block=None, causal=False
+        ),
+        _inputs((2, 3, 4, 4)),
+    ),
     "UniversalTransformerEncoder": lambda: (
         ka.layers.UniversalTransformerEncoder(
             num_heads=2, intermediate_dim=8, max_steps=2

@@ -310,6 +310,14 @@ NO_MASK = {
         "attends over the pixels of an image (B, H, W, C): no padding",
         lambda: ka.layers.SelfAttention2D(),
     ),
+    "ImageTransformerBlock": (
+        "attends over the pixels of an image (B, H, W, D): no padding",
+        lambda: ka.layers.ImageTransformerBlock(num_heads=2, intermediate_dim=4),
+    ),
+    "ImageTransformer": (
+        "models whole images (B, H, W) of pixel levels: no padding",
+        lambda: ka.models.ImageTransformer((2, 3), 4, hidden_dim=4, num_heads=2),
+    ),
     "PointerNetwork": (
         "points into a set of feature vectors (B, T_in, F) with no padding "
         "convention (shorter outputs use `end_position`)",

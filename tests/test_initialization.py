@@ -118,6 +118,14 @@ def _han():
     return model
 
 
+def _image_transformer():
+    model = ka.models.ImageTransformer(
+        (2, 3), 4, hidden_dim=4, num_heads=2, intermediate_dim=4, num_layers=2
+    )
+    model(np.zeros((B, 2, 3), "int32"))
+    return model
+
+
 def _pointer_network(**kwargs):
     model = ka.models.PointerNetwork(units=4, **kwargs)
     pointers = np.tile(np.arange(5), (B, 1))
@@ -298,6 +306,19 @@ CASES = {
         ),
         True,
     ),
+    "ImageTransformerBlock": (
+        lambda init: _call(
+            ka.layers.ImageTransformerBlock(
+                num_heads=2,
+                intermediate_dim=4,
+                query_block=(1, 2),
+                memory_flange=(1, 1),
+                **_kw(init),
+            ),
+            (B, 2, 3, 4),
+        ),
+        True,
+    ),
     "TransformerDecoderBlock/decoder-only": (
         lambda init: _call(
             ka.layers.TransformerDecoderBlock(
@@ -357,6 +378,7 @@ CASES = {
     ),
     "PointerNetwork": (lambda init: _pointer_network(), False),
     "HierarchicalAttentionNetwork": (lambda init: _han(), False),
+    "ImageTransformer": (lambda init: _image_transformer(), False),
     "PointerNetwork/gru-bidirectional-glimpse": (
         lambda init: _pointer_network(
             cell="gru", bidirectional=True, glimpse=True, attention_units=3

@@ -809,6 +809,48 @@ def neural_turing_machine_cell_properties(data):
                 _np(future)[:, : t0 + 1])  # fmt: skip
 
 
+def image_transformer_block_properties(data):
+    """Raster order, causal and local: garbage in every pixel that pixel t0
+    does not attend to (those after it, those outside its memory block)
+    changes nothing at t0."""
+    rng = _rng(data)
+    b = data.draw(st.integers(1, 2), label="batch")
+    h = data.draw(st.integers(1, 3), label="height")
+    w = data.draw(st.integers(1, 4), label="width")
+    kind = data.draw(st.sampled_from(["local_2d", "local_1d", "full"]), label="kind")
+    query_block, memory_flange = {
+        "local_2d": ((1, 2), (1, 1)),
+        "local_1d": (3, 2),
+        "full": (None, None),
+    }[kind]
+    layer = _layer(
+        ("ImageTransformerBlock", kind, w),
+        lambda: ka.layers.ImageTransformerBlock(
+            num_heads=2,
+            intermediate_dim=5,
+            query_block=query_block,
+            memory_flange=memory_flange,
+        ),
+    )
+    x = _normal(rng, b, h, w, 4)
+    name = f"ImageTransformerBlock/{kind}"
+    output = layer(x)
+    _check_shape(name, output, (b, h, w, 4))
+    _check_finite(name, output)
+    t0 = data.draw(st.integers(0, h * w - 1), label="pixel")
+    keys = np.arange(h * w)
+    if layer.mask_modifier is None:
+        seen = keys <= t0
+    else:
+        seen = _np(layer.mask_modifier(0, 0, np.array([t0]), keys)).reshape(-1)
+    keep = np.broadcast_to(seen, (b, h * w))
+    garbled = _garble(rng, x.reshape(b, h * w, 4), keep).reshape(x.shape)
+    row, col = divmod(t0, w)
+    _check_same(
+        f"{name} locality", _np(output)[:, row, col], _np(layer(garbled))[:, row, col]
+    )
+
+
 def attention_pooling_properties(data):
     """Weights over the real elements, zeros for an all-padding sequence,
     padding invariance; K context vectors each pool on their own."""
@@ -840,6 +882,7 @@ PROPERTIES = {
     "AttentionRNNCell": attention_rnn_cell_properties,
     "AttentionRNNDecoder": attention_rnn_decoder_properties,
     "BahdanauAttention": bahdanau_attention_properties,
+    "ImageTransformerBlock": image_transformer_block_properties,
     "LuongAttention": luong_attention_properties,
     "MultiHeadAttention": multi_head_attention_properties,
     "MultiHeadSelfAttention": multi_head_self_attention_properties,

@@ -4,6 +4,7 @@ from keras_attention.layers.attention_pooling import AttentionPooling
 from keras_attention.layers.attention_rnn_cell import AttentionRNNCell
 from keras_attention.layers.attention_rnn_decoder import AttentionRNNDecoder
 from keras_attention.layers.bahdanau_attention import BahdanauAttention
+from keras_attention.layers.image_transformer_block import ImageTransformerBlock
 from keras_attention.layers.luong_attention import LuongAttention
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
 from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
@@ -31,6 +32,7 @@ __all__ = [
     "AttentionRNNCell",
     "AttentionRNNDecoder",
     "BahdanauAttention",
+    "ImageTransformerBlock",
     "LuongAttention",
     "MultiHeadAttention",
     "MultiHeadSelfAttention",

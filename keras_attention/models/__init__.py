@@ -3,7 +3,13 @@
 from keras_attention.models.hierarchical_attention_network import (
     HierarchicalAttentionNetwork,
 )
+from keras_attention.models.image_transformer import ImageTransformer
 from keras_attention.models.pointer_network import PointerNetwork
 from keras_attention.models.transformer import Transformer
 
-__all__ = ["HierarchicalAttentionNetwork", "PointerNetwork", "Transformer"]
+__all__ = [
+    "HierarchicalAttentionNetwork",
+    "ImageTransformer",
+    "PointerNetwork",
+    "Transformer",
+]

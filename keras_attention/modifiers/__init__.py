@@ -13,6 +13,7 @@ from keras_attention.modifiers.base import OrMask
 from keras_attention.modifiers.base import ScoreChain
 from keras_attention.modifiers.base import ScoreModifier
 from keras_attention.modifiers.masks import AttentionSinks
+from keras_attention.modifiers.masks import BlockLocal1D
 from keras_attention.modifiers.masks import BlockLocal2D
 from keras_attention.modifiers.masks import CausalMask
 from keras_attention.modifiers.masks import PrefixLM
@@ -26,6 +27,7 @@ __all__ = [
     "ALiBi",
     "AndMask",
     "AttentionSinks",
+    "BlockLocal1D",
     "BlockLocal2D",
     "CausalMask",
     "MaskModifier",

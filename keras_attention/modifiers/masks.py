@@ -173,6 +173,12 @@ class BlockLocal2D(MaskModifier):
     block extended by `memory_flange = (rows, cols)` pixels above, left and
     right (and below when `causal=False`). With `causal=True` (generation)
     a query never sees pixels after it in raster order.
+
+    `chunk_size` is one band of query blocks, `query_block[0] * image_width`
+    positions: the chunked path takes it as its block size (see
+    `keras_attention.ops.chunked_attention`), so that it visits only the
+    bands a query block can see instead of 512-position chunks that
+    straddle them.
     """
 
     banded = True
@@ -186,7 +192,8 @@ class BlockLocal2D(MaskModifier):
             ("memory_flange", memory_flange),
         ):
             if (
-                len(tuple(pair)) != 2
+                not isinstance(pair, (tuple, list))
+                or len(pair) != 2
                 or any(not isinstance(v, int) or v < 0 for v in pair)
                 or (name == "query_block" and min(pair) < 1)
             ):
@@ -198,6 +205,10 @@ class BlockLocal2D(MaskModifier):
         self.query_block = tuple(query_block)
         self.memory_flange = tuple(memory_flange)
         self.causal = bool(causal)
+
+    @property
+    def chunk_size(self):
+        return self.query_block[0] * self.image_width
 
     def __call__(self, batch, head, query, key):
         (bh, bw), (fh, fw) = self.query_block, self.memory_flange
@@ -227,6 +238,65 @@ class BlockLocal2D(MaskModifier):
     def get_config(self):
         return {
             "image_width": self.image_width,
+            "query_block": self.query_block,
+            "memory_flange": self.memory_flange,
+            "causal": self.causal,
+        }
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class BlockLocal1D(MaskModifier):
+    """Image Transformer's local 1D attention (Parmar et al., 2018): the
+    positions (e.g. pixels in raster order) are split into query blocks of
+    `query_block` positions; a query of block `b` sees the keys
+    `[b * query_block - memory_flange, (b + 1) * query_block)`, its own
+    block and the `memory_flange` positions before it, and with
+    `causal=True` (generation) only those at or before itself. With
+    `causal=False` the memory also extends `memory_flange` positions after
+    the block.
+
+    `chunk_size` is `query_block`: the chunked path takes it as its block
+    size, so that each query block visits only its own memory.
+    """
+
+    banded = True
+
+    def __init__(self, query_block=256, memory_flange=256, causal=True):
+        check_positive_int("query_block", query_block)
+        if (
+            isinstance(memory_flange, bool)
+            or not isinstance(memory_flange, int)
+            or memory_flange < 0
+        ):
+            raise ValueError(
+                "Invalid argument `memory_flange`: `memory_flange` must be a "
+                "non-negative integer (positions before the query block). "
+                f"Received: memory_flange={memory_flange!r}"
+            )
+        self.query_block, self.memory_flange = query_block, memory_flange
+        self.causal = bool(causal)
+
+    @property
+    def chunk_size(self):
+        return self.query_block
+
+    def __call__(self, batch, head, query, key):
+        start = (query // self.query_block) * self.query_block
+        inside = key >= start - self.memory_flange
+        if self.causal:
+            return ops.logical_and(inside, key <= query)
+        stop = start + self.query_block + self.memory_flange
+        return ops.logical_and(inside, key < stop)
+
+    def key_range(self, query_start, query_stop):
+        q, f = self.query_block, self.memory_flange
+        lo = (query_start // q) * q - f
+        if self.causal:
+            return lo, query_stop
+        return lo, ((query_stop - 1) // q + 1) * q + f
+
+    def get_config(self):
+        return {
             "query_block": self.query_block,
             "memory_flange": self.memory_flange,
             "causal": self.causal,

@@ -36,6 +36,8 @@ from keras_attention.ops.loops import sequential_fori_loop
 from keras_attention.ops.loops import sequential_map
 from keras_attention.ops.softmax import MASK_VALUE
 
+DEFAULT_CHUNK_SIZE = 512
+
 
 def _u32(x):
     return ops.cast(x, "uint32")
@@ -131,8 +133,8 @@ def chunked_attention(
     dropout_seed=None,
     score_modifier=None,
     mask_modifier=None,
-    query_chunk_size=512,
-    key_chunk_size=512,
+    query_chunk_size=None,
+    key_chunk_size=None,
 ):
     """Exact attention in O(L) memory, forward and backward.
 
@@ -164,13 +166,18 @@ def chunked_attention(
             key blocks outside its `key_range` are never visited, and
             blocks it rules out entirely are skipped.
         query_chunk_size, key_chunk_size: block sizes; any lengths work
-            (the last block is padded and masked).
+            (the last block is padded and masked). `None`: the mask
+            modifier's `chunk_size` when it has one (block-local masks align
+            the blocks with theirs, e.g. `BlockLocal2D`), else 512.
 
     Returns:
         `(B, T, N, Hv)` in the dtype of `value`. A query that sees no key
         gets zeros, as in `masked_softmax`.
     """
     dropout_rate = _check_dropout(dropout_rate, dropout_seed)
+    preferred = getattr(mask_modifier, "chunk_size", None) or DEFAULT_CHUNK_SIZE
+    query_chunk_size = query_chunk_size or preferred
+    key_chunk_size = key_chunk_size or preferred
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
     blocks = _Blocks(

@@ -104,6 +104,12 @@ def _case(name):
                 & (k <= q)
             )[None, None],
         ),
+        "block_local_1d": (
+            None,
+            km.BlockLocal1D(query_block=3, memory_flange=2),
+            None,
+            lambda q, k: ((k >= q // 3 * 3 - 2) & (k <= q))[None, None],
+        ),
         "alibi": (
             km.ALiBi(N),
             km.CausalMask(),
@@ -147,6 +153,7 @@ CASES = [
     "prefix_lm",
     "segments",
     "block_local_2d",
+    "block_local_1d",
     "alibi",
     "soft_cap",
     "t5_bias",
@@ -406,6 +413,8 @@ def test_modifiers_round_trip_through_keras_serialization():
         (lambda: km.SoftCap(-1.0), "cap"),
         (lambda: km.AttentionSinks(0, km.CausalMask()), "num_sinks"),
         (lambda: km.BlockLocal2D(4, query_block=(0, 2)), "query_block"),
+        (lambda: km.BlockLocal1D(query_block=0), "query_block"),
+        (lambda: km.BlockLocal1D(memory_flange=-2), "memory_flange"),
         (lambda: km.RelativePositionBias(4, num_buckets=2), "num_buckets"),
     ],
 )
