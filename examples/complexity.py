@@ -56,9 +56,12 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+
+from examples.common.memory import proc_status  # noqa: E402
 
 LAYERS = ("conv", "gru", "attention", "attention_chunked")
 DEFAULT_LAYERS = ("conv", "gru", "attention")
@@ -172,18 +175,6 @@ def analytic_bytes(kind, length, width, heads, batch):
     return 4 * floats
 
 
-def _proc_status(field):
-    """A memory field of `/proc/self/status`, in bytes (None if unreadable)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 def measure_point(
     kind, length, width=64, heads=4, batch=1, rounds=7, round_seconds=0.05
 ):
@@ -202,7 +193,7 @@ def measure_point(
     short = tf.constant(rng.normal(size=(batch, 8, width)).astype("float32"))
     forward(short).numpy()  # build and trace once, on a short input
     x = tf.constant(rng.normal(size=(batch, length, width)).astype("float32"))
-    base = _proc_status("VmRSS:")
+    base = proc_status("VmRSS:")
     start = time.perf_counter()
     forward(x).numpy()  # warm-up at the real length
     warm = time.perf_counter() - start
@@ -213,7 +204,7 @@ def measure_point(
         for _ in range(repeats):
             forward(x).numpy()
         per_call.append((time.perf_counter() - start) / repeats)
-    peak = _proc_status("VmHWM:")
+    peak = proc_status("VmHWM:")
     memory = None if base is None or peak is None else max(peak - base, 0)
     return {
         "layer": kind,

@@ -86,6 +86,7 @@ import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
+from examples.common.memory import proc_status  # noqa: E402
 
 MODELS = ("local2d", "full", "pixelcnn")
 IMAGE_SIZE = 28
@@ -282,18 +283,6 @@ def save_grid(groups, levels, path, columns=8):
 # ---------------------------------------------------------------------------
 
 
-def _proc_status(field):
-    """A memory field of this process' `/proc/self/status` in bytes."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def memory_point(name, args):
     """Child process: one compiled training step of `name` on one batch;
     prints `RESULT {...}` with the RSS before it and the peak after a
@@ -304,10 +293,10 @@ def memory_point(name, args):
     shape = (args.batch_size, IMAGE_SIZE, IMAGE_SIZE)
     x = rng.integers(0, args.levels, size=shape).astype("int32")
     model.train_on_batch(x[:2], x[:2])  # build and compile at batch 2
-    base = _proc_status("VmRSS:")
+    base = proc_status("VmRSS:")
     model.train_on_batch(x, x)
     model.train_on_batch(x, x)
-    peak = _proc_status("VmHWM:")
+    peak = proc_status("VmHWM:")
     print("RESULT " + json.dumps(dict(base=base, peak=peak)), flush=True)
 
 
@@ -332,7 +321,9 @@ def measure_memory(name, args):
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
             return {"error": " ".join(tail)[:300]}
         return {
-            "rss_bytes": max(result["peak"] - result["base"], 0),
+            "rss_bytes": None  # /proc unreadable (not Linux)
+            if None in (result["base"], result["peak"])
+            else max(result["peak"] - result["base"], 0),
             "xla_bytes": _xla_bytes_used(dump),
         }
 
