@@ -244,20 +244,24 @@ class EpochSeconds(keras.callbacks.Callback):
             logs["epoch_seconds"] = round(time.perf_counter() - self.start, 1)
 
 
+def log_rows(log):
+    """The epochs of the CSV log, as dicts (none before training)."""
+    if not os.path.exists(log):
+        return []
+    with open(log) as f:
+        return list(csv.DictReader(f))
+
+
 def best_so_far(log):
     """The best validation accuracy already logged (None before training)."""
-    if not os.path.exists(log):
-        return None
-    with open(log) as f:
-        return max((float(r["val_accuracy"]) for r in csv.DictReader(f)), default=None)
+    return max((float(r["val_accuracy"]) for r in log_rows(log)), default=None)
 
 
 def training_record(log):
     """Epochs, best epoch, best validation accuracy and training time from
     the CSV log, which holds every epoch even when `BackupAndRestore`
     resumed the run (the `History` of a resumed `fit` has only the rest)."""
-    with open(log) as f:
-        rows = list(csv.DictReader(f))
+    rows = log_rows(log)
     val = [float(row["val_accuracy"]) for row in rows]
     return dict(
         train_seconds=round(sum(float(r.get("epoch_seconds") or 0) for r in rows), 1),
