@@ -1,6 +1,7 @@
 """keras_attention: attention layers for Keras 3."""
 
 from keras_attention import decoding as decoding
+from keras_attention import distribution as distribution
 from keras_attention import layers as layers
 from keras_attention import models as models
 from keras_attention import modifiers as modifiers
