@@ -70,17 +70,6 @@ def make_data():
     return (source, target[:, :-1]), target[:, 1:]
 
 
-class StepLosses(keras.callbacks.Callback):
-    """The running mean of the loss after every step, as `fit` reports it."""
-
-    def __init__(self):
-        super().__init__()
-        self.losses = []
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.losses.append(float(logs["loss"]))
-
-
 def distribution(run):
     """The `keras.distribution` of `run` (`None` for one device)."""
     if run == "one_device":
@@ -113,7 +102,11 @@ def train(run, initial_weights=None):
             optimizer=keras.optimizers.SGD(0.5, momentum=0.9, name="sgd"),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         )
-        callback = StepLosses()
+        # The running mean of the loss after every step, as `fit` reports it.
+        losses = []
+        callback = keras.callbacks.LambdaCallback(
+            on_train_batch_end=lambda batch, logs: losses.append(float(logs["loss"]))
+        )
         model.fit(
             x,
             y,
@@ -125,7 +118,7 @@ def train(run, initial_weights=None):
         )
     finally:
         keras.distribution.set_distribution(None)
-    return model, initial, callback.losses
+    return model, initial, losses
 
 
 def shardings(model):

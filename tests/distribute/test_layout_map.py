@@ -299,7 +299,8 @@ def _expected_spec(path):
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("jax") is None, reason="needs jax (the `jax` extra)"
+    importlib.util.find_spec("jax") is None,
+    reason="needs jax (the `jax` extra, which `make test-jax` installs)",
 )
 def test_data_and_model_parallel_training_match_one_device(tmp_path):
     # One test, one child process: under pytest-xdist separate tests could
