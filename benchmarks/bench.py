@@ -47,6 +47,27 @@ Sections (`--sections`, default all):
   (`num_key_value_heads`): tokens/s of one XLA `fori_loop` writing the last
   `--gqa-steps` (32) positions of the cache.
 
+- `modes` (issue 16): the peak RSS of one `MultiHeadSelfAttention`
+  (`attention_impl="auto"`) forward+backward at B=1, 8 heads, key_dim 64, at
+  `--mode-lengths` (4096, 16384), in each way a Keras user runs it: `xla`
+  and `graph` (a `tf.function`, with and without `jit_compile`, traced for
+  the input's shape), `xla-unknown` and `graph-unknown` (traced for
+  `(None, None, d)`, the length unknown until the graph runs) and `eager`; a
+  fresh child process per point as in `memory`.
+
+- `bf16` (issue 16): the `encoder` section's train step in float32 and
+  under the `mixed_bfloat16` policy (bfloat16 matmuls, float32 variables and
+  softmax statistics), ours and keras-hub's, in graph mode and under XLA:
+  the speed-up of bfloat16 over float32 for each, rounds interleaved.
+
+- `long` (issue 16): causal `ops.chunked_attention` forward+backward under
+  XLA at `--long-length` (65536), B=1, 8 heads, key_dim 64, chunks 512, in
+  a fresh child process (peak RSS and time, as in `memory`), against the
+  time its FLOPs take at the fp32 matmul ceiling measured in the same run.
+  FLOPs count only the visited blocks (on and below the diagonal): 7 block
+  products of `2 c^2 d_k` each (2 forward; 5 backward, which recomputes the
+  scores).
+
     make bench                                  # everything
     PYTHONPATH=. python benchmarks/bench.py --sections layer --rounds 7
     PYTHONPATH=. python benchmarks/bench.py --smoke   # tiny, 1 round (tests)
@@ -72,7 +93,11 @@ from keras import ops  # noqa: E402
 import keras_attention as ka  # noqa: E402
 
 GIB = 1024**3
-SECTIONS = ("layer", "memory", "encoder", "generation", "window", "modifier", "gqa")
+SECTIONS = (
+    "layer", "memory", "encoder", "generation", "window", "modifier", "gqa", "modes",
+    "bf16", "long",
+)  # fmt: skip
+MEMORY_MODES = ("xla", "xla-unknown", "graph", "graph-unknown", "eager")
 
 
 # -- timing helpers ----------------------------------------------------------
@@ -229,6 +254,9 @@ def memory_point(impl, length, args):
     `window_section`).
     """
     heads, key_dim = args.heads, args.key_dim
+    if impl.startswith("mode-"):
+        _mode_point(impl[5:], length, args)
+        return
     if impl.startswith("op-"):
         shape = (1, length, heads, key_dim)
         qkv = [tf.random.normal(shape) for _ in range(3)]
@@ -260,6 +288,60 @@ def memory_point(impl, length, args):
         return tape.gradient(loss, [x, *layer.trainable_weights])
 
     _report_memory(lambda: block(step(x)))
+
+
+def _mode_point(mode, length, args):
+    """Child process of `modes_section`: our layer (`"auto"`) run `mode`."""
+    d = args.heads * args.key_dim
+    x = tf.random.normal((1, length, d))
+    layer = ka.layers.MultiHeadSelfAttention(args.heads, args.key_dim)
+    layer(x[:, :8])
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(layer(x))
+        return tape.gradient(loss, [x, *layer.trainable_weights])
+
+    _report_memory(lambda: block(compile_for_mode(step, mode, d)(x)))
+
+
+def compile_for_mode(step, mode, d):
+    """`step` as `mode` (one of `MEMORY_MODES`) runs it; the `-unknown`
+    modes trace it for inputs `(None, None, d)`."""
+    if mode == "eager":
+        return step
+    signature = None
+    if mode.endswith("-unknown"):
+        signature = [tf.TensorSpec((None, None, d), tf.float32)]
+    jit = mode.startswith("xla")
+    return tf.function(step, jit_compile=jit, input_signature=signature)
+
+
+def modes_section(args):
+    h, dk = args.heads, args.key_dim
+    print(
+        f"\n### 8. Peak RSS (GiB) of one forward+backward of our layer "
+        f'(`attention_impl="auto"`), B=1, {h} heads, key_dim {dk}, by how it runs\n'
+    )
+    print(
+        "`-unknown`: a `tf.function` traced for `(None, None, d)`, so the "
+        "dense/chunked choice is made when the graph runs. A fresh process "
+        "per point, as in section 2.\n"
+    )
+    print("| L | " + " | ".join(args.memory_modes) + " |")
+    print("|---|" + "---|" * len(args.memory_modes))
+    rows = []
+    for length in args.mode_lengths:
+        row, cells = dict(length=length), []
+        for mode in args.memory_modes:
+            result = run_child(f"mode-{mode}", length, args)
+            row[mode] = result
+            ok = result["status"] == "ok"
+            cells.append(f"{result['peak'] / GIB:.2f}" if ok else result["status"])
+        rows.append(row)
+        print(f"| {length} | " + " | ".join(cells) + " |", flush=True)
+    return rows
 
 
 def _report_memory(call):
@@ -464,6 +546,101 @@ def encoder_section(args):
         rows.append(dict(mode=mode, ratio=float(np.median(np.asarray(o) / k))))
         print(f"| {mode} | {spread(o, 4)} | {spread(k, 4)} | {ratio(o, k)} |")
     return rows
+
+
+def _train_step(layer, x, target, mode):
+    """A zero-argument train step (forward, backward, SGD) of `layer`."""
+    optimizer = keras.optimizers.SGD(1e-4)
+    optimizer.build(layer.trainable_variables)
+
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            out = tf.cast(layer(x, training=True), "float32")
+            loss = tf.reduce_mean(tf.square(out - y))
+        grads = tape.gradient(loss, layer.trainable_variables)
+        optimizer.apply(grads, layer.trainable_variables)
+        return loss
+
+    fn = compiled(train_step, mode)
+    return lambda: fn(x, target).numpy()
+
+
+def bf16_section(args):
+    import keras_hub
+
+    b, length, d, inter = args.encoder_shape
+    heads = args.heads
+    print(
+        f"\n### 9. Encoder train step in float32 vs `mixed_bfloat16`, "
+        f"({b}, {length}, {d}), intermediate {inter}, {heads} heads, no dropout\n"
+    )
+    print(
+        "Speed-up: float32 time / bfloat16 time, round by round (above 1 means "
+        "bfloat16 is faster).\n"
+    )
+    print(
+        "| mode | ours fp32 s | ours bf16 s | ours speed-up "
+        "| keras-hub fp32 s | keras-hub bf16 s | keras-hub speed-up |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    x = tf.random.normal((b, length, d))
+    target = tf.random.normal((b, length, d))
+    rows = []
+    for mode in args.modes:
+        fns = {}
+        for policy in ("float32", "mixed_bfloat16"):
+            ours = ka.layers.TransformerEncoderBlock(
+                heads, inter, dropout=0.0, dtype=policy
+            )
+            theirs = keras_hub.layers.TransformerEncoder(
+                inter, heads, dropout=0.0, dtype=policy
+            )
+            for name, layer in (("ours", ours), ("keras-hub", theirs)):
+                layer(x)
+                fns[name, policy] = _train_step(layer, x, target, mode)
+        times = interleaved(fns, args.rounds)
+        row, cells = dict(mode=mode), []
+        for name in ("ours", "keras-hub"):
+            fp32, bf16 = times[name, "float32"], times[name, "mixed_bfloat16"]
+            row[name] = float(np.median(np.asarray(fp32) / bf16))
+            cells += [spread(fp32, 4), spread(bf16, 4), ratio(fp32, bf16)]
+        rows.append(row)
+        print(f"| {mode} | " + " | ".join(cells) + " |", flush=True)
+    return rows
+
+
+def long_section(args):
+    length, heads, dk, chunk = args.long_length, args.heads, args.key_dim, 512
+    chunk = min(chunk, length)
+    print(
+        f"\n### 10. Causal attention near the matmul limit: `ops.chunked_attention"
+        f"(causal=True)` forward+backward under XLA, L={length}, B=1, {heads} "
+        f"heads, key_dim {dk}, chunks {chunk}\n"
+    )
+    ceiling = matmul_ceiling(args.matmul_size, args.rounds)
+    blocks = -(-length // chunk)
+    visited = blocks * (blocks + 1) // 2  # on and below the diagonal
+    flops = visited * 7 * 2 * chunk * chunk * dk * heads
+    print(
+        f"Matmul ceiling (fp32, {args.matmul_size}^2, best of graph and XLA): "
+        f"{ceiling / 1e9:.1f} GFLOP/s. FLOPs of the visited blocks: "
+        f"{flops / 1e12:.2f} TFLOP, {flops / ceiling:.1f} s at the ceiling.\n"
+    )
+    print("| L | peak GiB | base GiB | s | / FLOP time at the ceiling |")
+    print("|---|---|---|---|---|")
+    child = argparse.Namespace(**{**vars(args), "window_chunk": chunk})
+    result = run_child("op-causal", length, child, heads=heads)
+    if result["status"] != "ok":
+        print(f"| {length} | {result['status']} | | | |")
+        return [dict(length=length, **result)]
+    mark = " (incl. compile)" if result["includes_compile"] else ""
+    factor = result["seconds"] / (flops / ceiling)
+    print(
+        f"| {length} | {result['peak'] / GIB:.2f} | {result['base'] / GIB:.2f} "
+        f"| {result['seconds']:.1f}{mark} | {factor:.2f} |",
+        flush=True,
+    )
+    return [dict(length=length, ceiling=ceiling, flops=flops, factor=factor, **result)]
 
 
 # -- 4. cached greedy generation ---------------------------------------------
@@ -883,6 +1060,11 @@ def parse_args(argv=None):
     parser.add_argument("--gqa-batch", type=int, default=16)
     parser.add_argument("--gqa-max-length", type=int, default=2048)
     parser.add_argument("--gqa-steps", type=int, default=32)
+    parser.add_argument("--mode-lengths", type=int, nargs="+", default=[4096, 16384])
+    parser.add_argument("--long-length", type=int, default=65536)
+    parser.add_argument(
+        "--memory-modes", nargs="+", choices=MEMORY_MODES, default=list(MEMORY_MODES)
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, 1 round")
     parser.add_argument("--memory-point", nargs=2, metavar=("IMPL", "L"))
     args = parser.parse_args(argv)
@@ -899,6 +1081,7 @@ def parse_args(argv=None):
         args.gqa_dim, args.gqa_heads, args.gqa_kv_heads = 16, 4, 2
         args.gqa_layers, args.gqa_batch = 1, 2
         args.gqa_max_length, args.gqa_steps = 8, 4
+        args.mode_lengths, args.long_length = [32], 64
     return args
 
 
@@ -917,6 +1100,9 @@ def main(argv=None):
         "window": window_section,
         "modifier": modifier_section,
         "gqa": gqa_section,
+        "modes": modes_section,
+        "bf16": bf16_section,
+        "long": long_section,
     }
     results = {}
     for name in args.sections:

@@ -131,7 +131,9 @@ class MultiHeadAttention(
             every mask and the dropout but cannot return attention scores
             (a ValueError says so). `"auto"` takes it when it applies and
             `T * S >= keras_attention.ops.CHUNKED_MIN_SIZE` (2048 * 2048),
-            the dense path otherwise.
+            the dense path otherwise; when a length is unknown while a
+            TensorFlow graph is traced (`keras.Input((None, d))`,
+            variable-length batches), the graph decides each time it runs.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

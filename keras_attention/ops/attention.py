@@ -322,14 +322,19 @@ def choose_attention_impl(
     key_length,
     return_weights=False,
 ):
-    """`"dense"` or `"chunked"`: the path `multi_head_attention` will take.
+    """`"dense"`, `"chunked"` or `"runtime"`: the path `multi_head_attention`
+    will take.
 
     The chunked path handles every mask (key and query padding, causal with
     an offset, explicit `(B, T, S)`) and attention dropout, but never holds
     the `(T, S)` weights, so it cannot return them. `"auto"` takes it when it
-    applies and `query_length * key_length` (static sizes) is at least
-    `CHUNKED_MIN_SIZE`; unknown lengths stay dense. `"chunked"` with
-    `return_weights=True` raises a ValueError saying why.
+    applies and `query_length * key_length` is at least `CHUNKED_MIN_SIZE`.
+    When a length is unknown while the graph is traced (`None`: a
+    TensorFlow function traced for variable-length batches, the usual case
+    of a functional model on `keras.Input((None, d))`), `"auto"` gives
+    `"runtime"`: the graph holds both paths and picks one from the actual
+    lengths each time it runs. `"chunked"` with `return_weights=True` raises
+    a ValueError saying why.
     """
     check_attention_impl(attention_impl)
     if attention_impl == "dense":
@@ -343,18 +348,17 @@ def choose_attention_impl(
                 "Received: attention_impl='chunked'"
             )
         return "chunked"
-    # Unknown lengths stay dense: `None` (TensorFlow) or a symbolic
-    # dimension (JAX shape inference of a functional model), which cannot be
-    # compared with the threshold.
-    if (
-        return_weights
-        or not isinstance(query_length, int)
-        or not isinstance(key_length, int)
-    ):
+    if return_weights:
         return "dense"
-    if query_length * key_length < CHUNKED_MIN_SIZE:
-        return "dense"
-    return "chunked"
+    lengths = (query_length, key_length)
+    if all(isinstance(n, int) for n in lengths):
+        return "dense" if query_length * key_length < CHUNKED_MIN_SIZE else "chunked"
+    if any(n is None for n in lengths) and keras.backend.backend() == "tensorflow":
+        return "runtime"
+    # JAX traces every call with concrete sizes; a symbolic dimension only
+    # appears while a functional model infers its output shapes, where the
+    # dense path's shapes are the same and cheaper to infer.
+    return "dense"
 
 
 def multi_head_attention(
@@ -432,33 +436,161 @@ def multi_head_attention(
         causal_offset=causal_offset,
         sliding_window=sliding_window,
     )
+    args = (query, key, value, masks, positional)
+    dropout = (dropout_rate, seed, training)
     modifiers = dict(score_modifier=score_modifier, mask_modifier=mask_modifier)
     if impl == "dense":
-        mask = compute_attention_mask(query, key, **masks, **positional, validate=False)
-        if mask is not None and len(mask.shape) == 3:
-            mask = mask[:, None]  # (B, 1, T, S): the same for every head
-        return dot_product_attention(
-            query,
-            key,
-            value,
-            mask=mask,
-            dropout_rate=dropout_rate,
-            seed=seed,
-            training=training,
-            return_weights=return_weights,
-            query_offset=causal_offset,
-            **modifiers,
-        )
-    # The (B, T, S) mask is never built on the chunked path.
-    groups = check_key_value_heads(query, key, value)
-    key = repeat_key_value_heads(key, groups)
-    value = repeat_key_value_heads(value, groups)
-    output = _chunked(
-        query, key, value, masks, positional, (dropout_rate, seed, training), modifiers
-    )
+        return _dense(*args, dropout, modifiers, return_weights)
+    if impl == "chunked":
+        output = _chunked_path(*args, dropout, modifiers)
+    else:
+        output = _runtime_choice(*args, dropout, modifiers)
+    # Padded queries: zeros (the dense path's weights are already all zero
+    # there). Outside the `cond`: under XLA, a branch's intermediates reach
+    # its gradient through placeholders of unknown shape, and the gradient
+    # of this product would read the length of one.
     if query_mask is not None:
         output = output * ops.cast(query_mask, output.dtype)[:, :, None, None]
     return output, None
+
+
+def _dense(query, key, value, masks, positional, dropout, modifiers, return_weights):
+    """`dot_product_attention` with the masks merged into one."""
+    mask = compute_attention_mask(query, key, **masks, **positional, validate=False)
+    if mask is not None and len(mask.shape) == 3:
+        mask = mask[:, None]  # (B, 1, T, S): the same for every head
+    dropout_rate, seed, training = dropout
+    return dot_product_attention(
+        query,
+        key,
+        value,
+        mask=mask,
+        dropout_rate=dropout_rate,
+        seed=seed,
+        training=training,
+        return_weights=return_weights,
+        query_offset=positional["causal_offset"],
+        **modifiers,
+    )
+
+
+def _chunked_path(query, key, value, masks, positional, dropout, modifiers):
+    """`chunked_attention` with grouped heads repeated; the `(B, T, S)` mask
+    is never built. Padded queries are zeroed by the caller."""
+    groups = check_key_value_heads(query, key, value)
+    key = repeat_key_value_heads(key, groups)
+    value = repeat_key_value_heads(value, groups)
+    return _chunked(query, key, value, masks, positional, dropout, modifiers)
+
+
+def _runtime_choice(query, key, value, masks, positional, dropout, modifiers):
+    """The dense or the chunked output, chosen from the lengths at run time
+    (TensorFlow graphs traced for an unknown length).
+
+    Both paths are in the graph and `ops.cond` runs one. Outside XLA its
+    gradient runs that path's backward only. Under XLA see `_recomputed`.
+    """
+    t_len, s_len = ops.shape(query)[1], ops.shape(key)[1]
+    large = ops.greater_equal(
+        ops.cast(t_len, "int64") * ops.cast(s_len, "int64"), CHUNKED_MIN_SIZE
+    )
+    if not _in_xla_function():
+        args = (query, key, value, masks, positional, dropout, modifiers)
+        return ops.cond(
+            large,
+            lambda: _chunked_path(*args),
+            lambda: _dense(*args, return_weights=False)[0],
+        )
+    dropout = _fixed_dropout(dropout)
+
+    def chunked(q, k, v):
+        return _chunked_path(q, k, v, masks, positional, dropout, modifiers)
+
+    def dense(q, k, v):
+        return _dense(q, k, v, masks, positional, dropout, modifiers, False)[0]
+
+    return _recomputed(large, chunked, dense, query, key, value)
+
+
+def _in_xla_function():
+    """Whether TensorFlow is tracing a function for XLA (`jit_compile`)."""
+    import tensorflow as tf
+    from tensorflow.python.ops import control_flow_util
+
+    graph = tf.compat.v1.get_default_graph()
+    return control_flow_util.GraphOrParentsInXlaContext(graph)
+
+
+def _recomputed(large, chunked, dense, query, key, value):
+    """`cond(large, chunked, dense)(query, key, value)` with a gradient XLA
+    compiles when the lengths (and the batch size) were unknown at tracing.
+
+    TensorFlow differentiates a `cond` by handing the taken branch's
+    intermediates to a gradient `cond`; under XLA, intermediates of unknown
+    shape become dynamic dimensions that XLA (TensorFlow 2.21) cannot
+    compile (a `RET_CHECK` in its dynamic-dimension pass, even with the dense
+    path in both branches). Here the backward is a `cond` too, but each
+    branch recomputes its own forward from the inputs and differentiates
+    it there, so no intermediate crosses a branch. It costs one more
+    forward of the attention (not of the projections around it).
+    """
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def attend(q, k, v):
+        output = tf.cond(large, lambda: chunked(q, k, v), lambda: dense(q, k, v))
+
+        def grad(d_out, variables=None):
+            variables = list(variables or ())
+
+            def vjp(path):
+                with tf.GradientTape() as tape:
+                    tape.watch([q, k, v])
+                    y = path(q, k, v)
+                grads = tape.gradient(
+                    y,
+                    [q, k, v, *variables],
+                    output_gradients=d_out,
+                    unconnected_gradients=tf.UnconnectedGradients.ZERO,
+                )
+                # A gather's gradient (a bias table) is an IndexedSlices.
+                return [tf.convert_to_tensor(g) for g in grads]
+
+            grads = tf.cond(large, lambda: vjp(chunked), lambda: vjp(dense))
+            if variables:
+                return grads[:3], grads[3:]
+            return grads[:3]
+
+        return output, grad
+
+    return attend(query, key, value)
+
+
+class _FixedSeed(keras.random.SeedGenerator):
+    """A seed generator that gives the same seed at every draw.
+
+    `_recomputed` runs a path's forward twice (once for the output, once in
+    the backward), and the dropout must drop the same weights both times.
+    `keras.random.dropout` accepts only an int or a `SeedGenerator`, and a
+    generator advances its state at each draw, so this one returns a seed
+    tensor drawn once. It has no state of its own (its base class' variable
+    is never created).
+    """
+
+    def __init__(self, seed):
+        self._fixed = seed
+
+    def next(self, ordered=True):
+        return self._fixed
+
+
+def _fixed_dropout(dropout):
+    """`(rate, seed, training)` with the seed drawn once (`_FixedSeed`)."""
+    rate, seed, training = dropout
+    if not (training and rate > 0):
+        return dropout
+    drawn = keras.random.randint((2,), 0, 2**31 - 1, dtype="int32", seed=seed)
+    return rate, _FixedSeed(drawn), training
 
 
 def _chunked(query, key, value, masks, positional, dropout, modifiers):

@@ -16,6 +16,8 @@ over parameters differently:
   custom gradient then returns gradients for.
 """
 
+import contextlib
+
 import keras
 
 
@@ -80,3 +82,27 @@ def linearize(fn, x, params, variables=()):
         return grads[0], [], grads[1:]
 
     return y, pullback
+
+
+def unrecorded():
+    """A context in which TensorFlow's gradient tapes record nothing.
+
+    The forward pass of an op with its own backward (`ops.custom_gradient`)
+    runs under it in eager mode: TensorFlow's eager `custom_gradient` would
+    otherwise record every op of the forward on the active tape, and the
+    tape keeps their inputs alive until it is deleted, which for the
+    chunked attention is every block, the O(T S) memory it exists to avoid.
+    Keras has no public equivalent (`tf.GradientTape.stop_recording` needs
+    the tape object, which a layer does not have), hence the internal
+    module. Variable reads are not recorded either, so a forward that reads
+    variables whose gradients the backward returns must not use it. Other
+    backends, and TensorFlow graphs, which record nothing, get a no-op.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return contextlib.nullcontext()
+    import tensorflow as tf
+    from tensorflow.python.eager import record
+
+    if not tf.executing_eagerly():
+        return contextlib.nullcontext()
+    return record.stop_recording()

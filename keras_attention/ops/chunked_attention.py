@@ -23,6 +23,7 @@ TensorFlow backend takes no seed tensor, and the forward and backward passes
 must draw the very same mask without storing it.
 """
 
+import contextlib
 import math
 
 from keras import ops
@@ -30,6 +31,7 @@ from keras import ops
 from keras_attention.ops import modifiers as mods
 from keras_attention.ops.autodiff import hoist_parameters
 from keras_attention.ops.autodiff import linearize
+from keras_attention.ops.autodiff import unrecorded
 from keras_attention.ops.hashing import GOLDEN
 from keras_attention.ops.hashing import mix32
 from keras_attention.ops.loops import sequential_fori_loop
@@ -198,11 +200,15 @@ def chunked_attention(
     @ops.custom_gradient
     def _attend(q_in, k_in, v_in, *param_values):
         score = None if score_fn is None else _bind(score_fn, param_values)
-        qb, _ = _chunks(ops.cast(q_in, "float32") * scale, blocks.cq)
-        kb, _ = _chunks(ops.cast(k_in, "float32"), blocks.ck)  # (nk, B, N, ck, H)
-        vb, _ = _chunks(ops.cast(v_in, "float32"), blocks.ck)
-        out_b, lse_b = kernel.forward(qb, kb, vb, score)
-        output = _unchunk(out_b, blocks.t_len)
+        # A score modifier may read variables the backward differentiates:
+        # those reads must stay recorded (see `unrecorded`).
+        quiet = unrecorded() if score_fn is None else contextlib.nullcontext()
+        with quiet:
+            qb, _ = _chunks(ops.cast(q_in, "float32") * scale, blocks.cq)
+            kb, _ = _chunks(ops.cast(k_in, "float32"), blocks.ck)  # (nk, B, N, ck, H)
+            vb, _ = _chunks(ops.cast(v_in, "float32"), blocks.ck)
+            out_b, lse_b = kernel.forward(qb, kb, vb, score)
+            output = _unchunk(out_b, blocks.t_len)
 
         def grad(*args, upstream=None, variables=None):
             d_out = args[0] if upstream is None else upstream
@@ -216,10 +222,16 @@ def chunked_attention(
                 list(param_values),
                 list(variables or ()),
             )
+            # The lengths are read again here rather than taken from the
+            # forward pass: inside a TensorFlow `cond` under XLA (the
+            # run-time dense/chunked choice) a forward value reaches the
+            # backward as a branch output, which XLA cannot use as a
+            # static slice size; the shape of an input always can be.
+            t_len, s_len = ops.shape(q_in)[1], ops.shape(k_in)[1]
             grads = (
-                ops.cast(_unchunk(dq_b, blocks.t_len) * scale, q_in.dtype),
-                ops.cast(_unchunk(dk_b, blocks.s_len), k_in.dtype),
-                ops.cast(_unchunk(dv_b, blocks.s_len), v_in.dtype),
+                ops.cast(_unchunk(dq_b, t_len) * scale, q_in.dtype),
+                ops.cast(_unchunk(dk_b, s_len), k_in.dtype),
+                ops.cast(_unchunk(dv_b, s_len), v_in.dtype),
                 *d_extra[: len(param_values)],
             )
             if variables:

@@ -13,12 +13,18 @@ def test_bench_smoke_run_prints_every_table(monkeypatch, capsys):
     runpy.run_path(str(SCRIPT), run_name="__main__")
     out = capsys.readouterr().out
     sections = out.split("\n### ")[1:]
-    assert [s.split(" ", 1)[0] for s in sections] == [f"{i}." for i in range(1, 8)]
+    assert [s.split(" ", 1)[0] for s in sections] == [f"{i}." for i in range(1, 11)]
     # Data rows per section: 2 layer rows; 1 memory, encoder and generation
-    # row; 4 window rows and 1 window memory row; 3 modifier rows; 2 GQA rows.
+    # row; 4 window rows and 1 window memory row; 3 modifier rows; 2 GQA rows;
+    # 1 row of execution modes; 1 bf16 row; 1 long-context row.
     data = [_data_rows(s) for s in sections]
-    assert [len(rows) for rows in data] == [2, 1, 1, 1, 5, 3, 2], out
-    for rows in (data[1], data[4][-1:]):  # the child-process memory points
+    assert [len(rows) for rows in data] == [2, 1, 1, 1, 5, 3, 2, 1, 1, 1], out
+    for rows in (
+        data[1],
+        data[4][-1:],
+        data[7],
+        data[9],
+    ):  # child-process memory points
         for row in rows:
             assert "failed" not in row and "killed" not in row and "not run" not in row
 

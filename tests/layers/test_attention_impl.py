@@ -157,10 +157,113 @@ def test_choose_attention_impl():
     big = 2048
     assert choose("auto", big, big) == "chunked"
     assert choose("auto", big, big - 1) == "dense"
-    assert choose("auto", None, big) == "dense"
+    unknown = "runtime" if keras.backend.backend() == "tensorflow" else "dense"
+    assert choose("auto", None, big) == unknown
+    assert choose("auto", None, big, return_weights=True) == "dense"
     assert choose("auto", big, big, return_weights=True) == "dense"
     assert choose("dense", big, big) == "dense"
     assert choose("chunked", 1, 1) == "chunked"
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="only TensorFlow traces a function for lengths it does not know",
+)
+def test_unknown_length_decides_when_the_graph_runs(monkeypatch):
+    """One graph traced for `(None, None, D)` runs the chunked path for long
+    inputs and the dense one for short, with the dense path's values."""
+    import tensorflow as tf
+
+    calls = []
+    real = attention_module.chunked_attention
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        tick = tf.py_function(lambda: calls.append(1) or 0, [], tf.int32)
+        with tf.control_dependencies([tick]):
+            return tf.identity(out)
+
+    monkeypatch.setattr(attention_module, "chunked_attention", spy)
+    monkeypatch.setattr(attention_module, "CHUNKED_MIN_SIZE", T * T)
+    auto = ka.layers.MultiHeadSelfAttention(N, H)
+    dense = ka.layers.MultiHeadSelfAttention(N, H, attention_impl="dense")
+    x = np.random.default_rng(4).normal(size=(B, T, D)).astype("float32")
+    auto(x[:, :2]), dense(x[:, :2])
+    dense.set_weights(auto.get_weights())
+    traced = tf.function(auto, input_signature=[tf.TensorSpec((None, None, D))])
+    np.testing.assert_allclose(traced(x), dense(x), rtol=1e-5, atol=1e-6)
+    assert len(calls) == 1  # T * T >= threshold: chunked
+    short = x[:, :-1]
+    np.testing.assert_allclose(traced(short), dense(short), rtol=1e-5, atol=1e-6)
+    assert len(calls) == 1  # below it: dense, in the same graph
+    assert len(traced._list_all_concrete_functions()) == 1
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="only TensorFlow traces a function for lengths it does not know",
+)
+def test_unknown_length_choice_trains_under_xla(monkeypatch):
+    """`fit` under XLA on `keras.Input((None, D))` with padded batches on
+    both sides of the threshold: the same losses and weights as the dense
+    path (the run-time `cond` and its gradient compile, masks included)."""
+    monkeypatch.setattr(attention_module, "CHUNKED_MIN_SIZE", T * T)
+    rng = np.random.default_rng(5)
+    # Batch sizes vary too: Keras retraces for `(None, None, D)`.
+    shapes = [(B, T), (B + 1, 3), (B, T + 2), (B + 1, T + 1)]
+    batches = [rng.normal(size=(*shape, D)).astype("float32") for shape in shapes]
+    for batch in batches:
+        batch[1, -2:] = 0.0  # padding, masked by `Masking`
+
+    def train(impl):
+        keras.utils.set_random_seed(6)
+        x = keras.Input((None, D))
+        masked = keras.layers.Masking()(x)
+        y = ka.layers.MultiHeadSelfAttention(N, H, attention_impl=impl)(masked)
+        model = keras.Model(x, keras.layers.Dense(1)(y))
+        model.compile(keras.optimizers.SGD(0.1), "mse", jit_compile=True)
+        losses = [
+            model.train_on_batch(b, np.ones(b.shape[:2] + (1,), "float32"))
+            for b in batches
+        ]
+        return losses, model.get_weights()
+
+    (want, want_w), (got, got_w) = train("dense"), train("auto")
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    for g, w in zip(got_w, want_w, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="only TensorFlow traces a function for lengths it does not know",
+)
+@pytest.mark.parametrize("length", [T, 3], ids=["chunked", "dense"])
+def test_unknown_length_under_xla_drops_the_same_weights_twice(monkeypatch, length):
+    """Under XLA the backward recomputes the forward: with attention dropout
+    it must drop the same weights. The output is linear in `value`, so
+    `sum(out * c) == sum(d/dvalue * value)` holds only if it does."""
+    import tensorflow as tf
+
+    monkeypatch.setattr(attention_module, "CHUNKED_MIN_SIZE", T * T)
+    rng = np.random.default_rng(9)
+    q, k, v = (rng.normal(size=(B, length, N, H)).astype("float32") for _ in "qkv")
+    c = rng.normal(size=v.shape).astype("float32")
+    seed = keras.random.SeedGenerator(3)
+    spec = tf.TensorSpec((None, None, N, H))
+
+    @tf.function(jit_compile=True, input_signature=[spec] * 4)
+    def value_and_grad(q, k, v, c):
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            out, _ = ka.ops.multi_head_attention(
+                q, k, v, dropout_rate=0.5, seed=seed, training=True
+            )
+            f = tf.reduce_sum(out * c)
+        return f, tape.gradient(f, v)
+
+    f, d_v = value_and_grad(q, k, v, c)
+    np.testing.assert_allclose(np.sum(np.asarray(d_v) * v), f, rtol=1e-4)
 
 
 def test_chunked_cannot_return_scores():
