@@ -1,8 +1,10 @@
 """Pick a `tf.distribute` strategy from a command-line flag.
 
-Shared by the examples: `add_strategy_flags(parser)` adds `--strategy
-{default,mirrored,multiworker}`, `--devices` and `--communication`;
-`make_strategy(args)` builds the strategy. Build and compile the model inside
+Shared by the examples (`nlp/translate_dates.py`, the NMT scripts,
+`vision/sagan.py`): `add_strategy_flags(parser)` adds `--strategy
+{default,mirrored,multiworker}`, `--devices` and `--communication`,
+`add_jit_compile_flag(parser)` adds `--jit-compile`; `make_strategy(args)`
+builds the strategy. Build and compile the model inside
 `strategy.scope()`, batch the dataset with the GLOBAL batch size
 (`global_batch_size(per_replica, strategy)`), and let `model.fit` split each
 global batch across the replicas:
@@ -65,6 +67,21 @@ What it takes to get the single-device numbers back (Keras 3.x, TF 2.x):
   dataset (to build the model), which advances a reshuffling
   `Dataset.shuffle`, so each epoch sees another order than on one device.
   Draw the epoch orders up front (as `translate_dates.make_dataset` does).
+- Random numbers in the step: a `SeedGenerator` draws the same numbers on
+  every replica (or other numbers than one device would); draw them as
+  part of the data (`sagan.make_dataset` brings the latent vectors).
+- Losses normalised by a count that varies per batch (tokens, not rows):
+  Keras divides each replica's loss by its own count; all-reduce the count
+  instead (`nmt_common.SmoothedCrossentropy`).
+- Custom `train_step`: divide each replica's loss by the number of
+  replicas (the optimizers sum the replicas' gradients), and build the
+  optimizers inside `strategy.scope()` before `fit` (`optimizer.build`);
+  created inside the distributed step, their variables fail.
+- `BatchNormalization`: `synchronized=True` with several replicas, for the
+  moments of the global batch (`sagan.build_generator`).
+- Backups: `BackupAndRestore(backup_dir_for(path, strategy))` gives every
+  worker its own lasting directory, and `resumed_epoch(path)` the epoch
+  to start the data at.
 - Dropout: each replica draws its own masks, so runs with dropout agree in
   distribution, not number for number.
 
@@ -73,6 +90,9 @@ References:
     - https://www.tensorflow.org/tutorials/distribute/multi_worker_with_keras
 """
 
+import argparse
+import json
+import os
 import shutil
 import tempfile
 
@@ -100,6 +120,21 @@ def add_strategy_flags(parser):
                         default="auto", help="all-reduce implementation of "
                         "--strategy multiworker")  # fmt: skip
     return parser
+
+
+def add_jit_compile_flag(parser):
+    """Add `--jit-compile/--no-jit-compile`; unset, `jit_compile_for` decides."""
+    parser.add_argument("--jit-compile", action=argparse.BooleanOptionalAction,
+                        default=None, help="compile the training step with XLA "
+                        "(default: only with --strategy default)")  # fmt: skip
+    return parser
+
+
+def jit_compile_for(args, strategy):
+    """`args.jit_compile` if given, else `jit_compile_default(strategy)`."""
+    if args.jit_compile is None:
+        return jit_compile_default(strategy)
+    return args.jit_compile
 
 
 def split_cpu(count):
@@ -241,6 +276,37 @@ def cleanup_output_dir(path, strategy):
     """Delete a non-chief worker's temporary output directory."""
     if not is_chief(strategy):
         shutil.rmtree(path, ignore_errors=True)
+
+
+def backup_dir_for(backup_dir, strategy):
+    """Where this worker's `keras.callbacks.BackupAndRestore` keeps its state.
+
+    Every worker must resume from its own backup at the same epoch as the
+    chief, so the directory must outlive the run (not `output_dir_for`'s
+    temporary one) and must not be shared: Keras 3's `BackupAndRestore`
+    has no notion of workers (TF 2's `tf.keras` one had), and workers
+    writing the same files on a shared disk would overwrite each other.
+    The chief gets `backup_dir`, worker `i` `backup_dir` + `_worker{i}`.
+    """
+    if is_chief(strategy):
+        return backup_dir
+    resolver = strategy.cluster_resolver
+    return f"{backup_dir}_{resolver.task_type}{resolver.task_id}"
+
+
+def resumed_epoch(backup_dir):
+    """The epoch `BackupAndRestore(backup_dir)` will resume at (0: a fresh run).
+
+    `fit` restores the epoch only once it runs, after the dataset is built;
+    a dataset that holds every epoch's batches up front (the fixed orders
+    above) must start at that epoch, so read it here from the callback's
+    metadata file (`training_metadata.json`, Keras 3.x).
+    """
+    path = os.path.join(backup_dir, "training_metadata.json")
+    if not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        return int(json.load(f)["epoch"])
 
 
 def jit_compile_default(strategy):

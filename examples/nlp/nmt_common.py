@@ -12,12 +12,24 @@ their model, optimizer and search; everything else lives here:
   and saved beside the model (`spm.<lang>.model`); SentencePiece is
   lossless, so detokenized output is raw text that BLEU can compare with
   the raw references;
-- batches: `tf.data` buckets by length (few padded shapes, so XLA compiles
-  the training step a handful of times), about `--batch-tokens` target
-  tokens per batch;
+- batches: buckets by length (few padded shapes, so XLA compiles the
+  training step a handful of times), about `--batch-tokens` target tokens
+  per batch and replica; each epoch's batches and their order are drawn up
+  front from `--seed` (`make_dataset`);
 - training: `model.fit(jit_compile=True)` with a label-smoothed loss that
   ignores padding, `BackupAndRestore` (a killed run resumes at the epoch
-  where it stopped), a checkpoint every epoch, TensorBoard logs;
+  where it stopped, with that epoch's batches), a checkpoint every epoch,
+  TensorBoard logs;
+- distributed training (`--strategy`, as in `translate_dates.py`; helpers
+  in `examples/common/distribute.py`): `mirrored` over the local GPUs (or
+  `--devices` logical CPU devices), `multiworker` over the machines of
+  `TF_CONFIG` (`examples/common/local_workers.py` starts local workers).
+  The loss is normalised by the real tokens of the global batch (an
+  all-reduce), so with dropout 0 a run takes the steps of one device on
+  the same global batches: `--batch-tokens 256` on two replicas, `512`
+  on one (when the bucket bounds split both alike). XLA only with
+  `--strategy default` (`--jit-compile` to choose); only the chief keeps
+  its outputs;
 - decoding: greedy and beam search in one XLA-compiled loop, batched;
 - evaluation: corpus BLEU (sacrebleu, cased 13a and lowercased) and chrF
   on detokenized output against the raw references;
@@ -46,6 +58,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
+from examples.common import distribute  # noqa: E402
 from examples.common.export import save_for_serving  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
 
@@ -243,8 +256,51 @@ def bucket_boundaries(max_length, single=False):
     return bounds + [max_length]
 
 
+def plan_batches(buckets, sizes, order, drop_remainder):
+    """Row indices of each batch: the rows of `order`, bucket by bucket.
+
+    Row `i` belongs to bucket `buckets[i]`, whose batches hold `sizes[b]`
+    rows, taken in the order of `order`; the last batch of a bucket is
+    dropped when partial and `drop_remainder`. Returns a list of arrays.
+    """
+    batches = []
+    for bucket, size in enumerate(sizes):
+        rows = order[buckets[order] == bucket]
+        stop = len(rows) - len(rows) % size if drop_remainder else len(rows)
+        batches += [rows[i : i + size] for i in range(0, stop, size)]
+    return batches
+
+
+def epoch_batches(buckets, sizes, seed, epochs, first_epoch=0):
+    """The training batches of epochs `first_epoch..epochs-1`, drawn up front.
+
+    Each epoch shuffles the pairs, batches them within their buckets (full
+    batches only) and shuffles the batches, all from `seed`: the same
+    batches in the same order whatever iterators Keras opens on the data
+    (under a strategy `fit` opens an extra one to build the model, which
+    would advance a reshuffling `Dataset.shuffle`), on any strategy and
+    worker, and after a resume. Every epoch has the same number of batches.
+    """
+    rng = np.random.default_rng(seed)
+    batches = []
+    for epoch in range(epochs):
+        plan = plan_batches(buckets, sizes, rng.permutation(len(buckets)), True)
+        order = rng.permutation(len(plan))  # mix the buckets
+        if epoch >= first_epoch:
+            batches += [plan[i] for i in order]
+    return batches
+
+
 def make_dataset(
-    source_ids, target_ids, batch_tokens, max_length, seed=None, single_bucket=False
+    source_ids,
+    target_ids,
+    batch_tokens,
+    max_length,
+    seed=None,
+    single_bucket=False,
+    epochs=1,
+    first_epoch=0,
+    replicas=1,
 ):
     """Teacher-forcing batches, bucketed by length.
 
@@ -253,52 +309,49 @@ def make_dataset(
     (1 on real tokens, 0 on padding) keep padding out of the loss and the
     metrics. Pairs longer than `max_length` (source, or target with EOS)
     must be filtered out before. Each bucket pads to its bound and batches
-    about `batch_tokens` tokens; with `seed` (training) batches are
-    shuffled and partial batches dropped, so every batch of a bucket has
-    the same shape.
+    about `batch_tokens` tokens per replica (`replicas` x that in all, so
+    that every batch splits evenly). With `seed` (training): `epochs -
+    first_epoch` epochs of shuffled full batches (`epoch_batches`), so fit
+    with `steps_per_epoch`; without: one pass in order, partial batches kept.
+    The batches are planned in NumPy, not with `Dataset.shuffle` and
+    `Dataset.bucket_by_sequence_length`, whose orders depend on how many
+    iterators were opened before (see `epoch_batches`).
     """
-    # Dense rows plus lengths: `padded_batch` takes no ragged elements.
-    dataset = tf.data.Dataset.from_tensor_slices(
-        (
-            source_ids.to_tensor(PAD_ID),
-            source_ids.row_lengths(),
-            target_ids.to_tensor(PAD_ID),
-            target_ids.row_lengths(),
-        )
-    ).map(lambda s, s_len, t, t_len: (s[:s_len], t[:t_len]))
-    if seed is not None:
-        dataset = dataset.shuffle(int(source_ids.nrows()), seed=seed)
-    bounds = bucket_boundaries(max_length, single_bucket)
-    # A bucket holds sequences of length < its bound; the decoder side is
-    # one shorter than the target (BOS + text | text + EOS).
-    boundaries = [b + 1 for b in bounds]
-    dataset = dataset.bucket_by_sequence_length(
-        lambda s, t: tf.maximum(tf.shape(s)[0], tf.shape(t)[0] - 1),
-        bucket_boundaries=boundaries,
-        bucket_batch_sizes=[max(1, batch_tokens // b) for b in bounds] + [1],
-        padded_shapes=([None], [None]),
-        padding_values=(PAD_ID, PAD_ID),
-        pad_to_bucket_boundary=False,
-        drop_remainder=seed is not None,
+    lengths = np.maximum(
+        source_ids.row_lengths().numpy(), target_ids.row_lengths().numpy() - 1
     )
+    bounds = bucket_boundaries(max_length, single_bucket)
+    if lengths.max(initial=0) > bounds[-1]:
+        raise ValueError(
+            "`max_length` must fit every pair (leave longer ones out with "
+            f"`prepare_pairs`). Received: max_length={max_length} and a pair "
+            f"of {lengths.max()} ids"
+        )
+    buckets = np.searchsorted(bounds, lengths)  # the first bound >= length
+    sizes = [replicas * max(1, batch_tokens // b) for b in bounds]
+    if seed is None:
+        batches = plan_batches(buckets, sizes, np.arange(len(lengths)), False)
+    else:
+        batches = epoch_batches(buckets, sizes, seed, epochs, first_epoch)
+    rows = tf.RaggedTensor.from_row_lengths(
+        np.concatenate(batches or [np.zeros(0, "int64")]).astype("int64"),
+        np.array([len(b) for b in batches], "int64"),
+    )
+    batch_bounds = np.array(bounds, "int32")[[buckets[b[0]] for b in batches]]
+    sources, targets = source_ids.to_tensor(PAD_ID), target_ids.to_tensor(PAD_ID)
 
-    def pad_to_bound(source, target):
-        length = tf.maximum(tf.shape(source)[1], tf.shape(target)[1] - 1)
-        bound = tf.gather(bounds, tf.searchsorted(bounds, [length])[0])
+    def gather(rows, bound):
+        # Rows of the bucket: cut the common padding to the bound, or pad.
+        source = tf.gather(sources, rows)[:, :bound]
+        target = tf.gather(targets, rows)[:, : bound + 1]
         source = tf.pad(source, [[0, 0], [0, bound - tf.shape(source)[1]]])
         target = tf.pad(target, [[0, 0], [0, bound + 1 - tf.shape(target)[1]]])
         labels = target[:, 1:]
         inputs = {"encoder_tokens": source, "decoder_tokens": target[:, :-1]}
         return inputs, labels, tf.cast(labels != PAD_ID, "float32")
 
-    dataset = dataset.map(pad_to_bound, num_parallel_calls=tf.data.AUTOTUNE)
-    if seed is not None:
-        dataset = dataset.shuffle(64, seed=seed)  # mix the buckets
-    # Bucketing hides the number of batches from Keras; count it once (it
-    # is the same every epoch: each pair always lands in the same bucket)
-    # and tell Keras (progress bar, no "ran out of data" warning).
-    steps = sum(1 for _ in dataset)
-    dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps))
+    dataset = tf.data.Dataset.from_tensor_slices((rows, batch_bounds))
+    dataset = dataset.map(gather, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
@@ -342,7 +395,9 @@ class SmoothedCrossentropy(keras.losses.Loss):
     and `CategoricalCrossentropy(label_smoothing=...)` would need one-hot
     labels of `(B, T, V)` floats per batch. Padding is left out with the
     `sample_weight`s of `make_dataset`; the default reduction
-    `"mean_with_sample_weight"` averages over real tokens only.
+    `"mean_with_sample_weight"` averages over real tokens only, and under a
+    `tf.distribute` strategy over the real tokens of the global batch
+    (see `__call__`).
     """
 
     def __init__(
@@ -366,6 +421,34 @@ class SmoothedCrossentropy(keras.losses.Loss):
         nll = -ops.squeeze(ops.take_along_axis(log_probs, labels, axis=-1), -1)
         uniform = -ops.mean(log_probs, axis=-1)
         return (1.0 - self.label_smoothing) * nll + self.label_smoothing * uniform
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        """The loss; under a strategy, normalised by the global token count.
+
+        Keras computes a replica's loss on its part of the batch, divides it
+        by its own weight total and by the number of replicas, and sums the
+        replicas' gradients: a mean of per-replica means, which differs from
+        one device's mean over the batch whenever the replicas hold
+        different numbers of tokens (nearly always, with padding). Here the
+        replica's share becomes its weighted sum over the weight total of
+        all replicas (an all-reduce), so the replicas add up to exactly the
+        single-device loss. This needs the weights to be zero wherever a
+        Keras mask on `y_pred` is (true of `make_dataset`'s weights).
+        """
+        loss = super().__call__(y_true, y_pred, sample_weight)
+        context = tf.distribute.get_replica_context()
+        if (
+            self.reduction != "mean_with_sample_weight"
+            or sample_weight is None
+            or context is None
+            or context.num_replicas_in_sync == 1
+        ):
+            return loss
+        local = ops.sum(ops.cast(sample_weight, loss.dtype))
+        total = context.all_reduce(tf.distribute.ReduceOp.SUM, ops.stop_gradient(local))
+        # `loss` is (weighted sum / local) / replicas, as Keras scales it.
+        replicas = context.num_replicas_in_sync
+        return ops.divide_no_nan(loss * local * replicas, total)
 
     def get_config(self):
         return {**super().get_config(), "label_smoothing": self.label_smoothing}
@@ -614,7 +697,8 @@ def add_common_arguments(parser, defaults):
         help="tokenizers, checkpoints, logs, plots, results and the SavedModel")  # fmt: skip
     add("--epochs", type=int, default=defaults["epochs"], help="training epochs")
     add("--batch-tokens", type=int, default=defaults["batch_tokens"],
-        help="about this many target tokens per batch")  # fmt: skip
+        help="about this many target tokens per batch, per replica (global "
+             "batch: this x the number of replicas of --strategy)")  # fmt: skip
     add("--vocabulary-size", type=int, default=6000,
         help="SentencePiece vocabulary per language")  # fmt: skip
     add("--max-length", type=int, default=64,
@@ -639,6 +723,8 @@ def add_common_arguments(parser, defaults):
         help="translate sentences read from stdin, one per line, with the "
              "trained model in --output-dir (no training)")  # fmt: skip
     add("--no-export", action="store_true", help="skip the SavedModel export")
+    distribute.add_strategy_flags(parser)
+    distribute.add_jit_compile_flag(parser)
     add(
         "--interrupt-after-epochs", type=int, default=None, help=argparse.SUPPRESS
     )  # tests: simulate a killed run
@@ -670,117 +756,48 @@ def run(args, build, architecture_keys):
     """Train (or load), evaluate, plot and export; returns the results.
 
     `build(args, source_vocab, target_vocab, steps_per_epoch)` returns
-    `(model, optimizer, search)`. `architecture_keys` are the flags that
-    shape the model: they are saved with it and restored for `--evaluate`
-    and `--translate`.
+    `(model, optimizer, search)`; it runs inside the `--strategy` scope.
+    `architecture_keys` are the flags that shape the model: they are saved
+    with it and restored for `--evaluate` and `--translate`.
     """
+    # First, before any other TensorFlow op: `mirrored` on a CPU splits it
+    # into logical devices, `multiworker` connects to the other workers.
+    strategy = distribute.make_strategy(args)
+    print(f"Strategy: {distribute.describe(strategy)}")
     keras.utils.set_random_seed(args.seed)
-    os.makedirs(args.output_dir, exist_ok=True)
-    architecture_path = os.path.join(args.output_dir, ARCHITECTURE_FILE)
-    weights_path = os.path.join(args.output_dir, "model.weights.h5")
+    # BackupAndRestore resumes each worker from its own lasting directory.
+    backup_dir = distribute.backup_dir_for(
+        os.path.join(args.output_dir, "backup"), strategy
+    )
+    # Only the chief's outputs are kept (other workers write to a temp dir
+    # and train the same tokenizers there: SentencePiece is deterministic).
+    output_dir = distribute.output_dir_for(args.output_dir, strategy)
+    os.makedirs(output_dir, exist_ok=True)
+    weights_path = os.path.join(output_dir, "model.weights.h5")
     use_trained = bool(args.evaluate or args.translate)
     if use_trained:
-        if not os.path.exists(weights_path):
-            raise ValueError(
-                "`--evaluate` and `--translate` need a trained model in "
-                f"`--output-dir`. Received: output_dir={args.output_dir!r} "
-                f"without {os.path.basename(weights_path)}"
-            )
-        with open(architecture_path) as f:
-            for name, value in json.load(f).items():
-                setattr(args, name, value)
-
+        load_architecture(args, output_dir, weights_path)
     direction = f"{args.source}-{args.target}"  # after the saved flags came back
-
-    # Data: the training split is needed to train the tokenizers.
-    check_hashes = not args.no_check_hashes
-    spm_paths = [
-        os.path.join(args.output_dir, f"spm.{lang}.model")
-        for lang in (args.source, args.target)
-    ]
-    if not use_trained or not all(map(os.path.exists, spm_paths)):
-        train_src, train_tgt, dropped = load_multi30k(
-            args.source, args.target, "train", args.data_dir, check_hashes
-        )
-        train_src, train_tgt = train_src[: args.num_train], train_tgt[: args.num_train]
-        print(f"Multi30k {direction}: {len(train_src)} training pairs "
-              f"({dropped} empty pairs dropped)")  # fmt: skip
-    else:
-        train_src = train_tgt = None
-    tokenizers = [
-        load_or_train_tokenizer(path, lines, args.vocabulary_size)
-        for path, lines in zip(spm_paths, (train_src, train_tgt), strict=True)
-    ]
+    tokenizers, data = load_data(args, output_dir, use_trained, strategy, backup_dir)
     vocab_sizes = [t.vocabulary_size() for t in tokenizers]
-    steps_per_epoch = None
-    if not use_trained:
-        train_ids = prepare_pairs(tokenizers, train_src, train_tgt, args.max_length)
-        print(f"Subwords: {vocab_sizes} (source, target); {train_ids[2]} pairs longer "
-              f"than {args.max_length} subwords left out")  # fmt: skip
-        train_ds = make_dataset(*train_ids[:2], args.batch_tokens, args.max_length,
-                                seed=args.seed, single_bucket=args.smoke)  # fmt: skip
-        steps_per_epoch = len(train_ds)
-
-    model, optimizer, search = build(args, *vocab_sizes, steps_per_epoch)
-    model.compile(
-        optimizer=optimizer,
-        loss=SmoothedCrossentropy(args.label_smoothing),
-        weighted_metrics=["accuracy"],
-        jit_compile=True,
-    )
+    steps_per_epoch = data and data["steps_per_epoch"]
+    with strategy.scope():  # variables are created mirrored on every replica
+        model, optimizer, search = build(args, *vocab_sizes, steps_per_epoch)
+        model.compile(
+            optimizer=optimizer,
+            loss=SmoothedCrossentropy(args.label_smoothing),
+            weighted_metrics=["accuracy"],
+            jit_compile=distribute.jit_compile_for(args, strategy),
+        )
     results = {"direction": direction, "parameters": model.count_params()}
     if use_trained:
         # The weights file holds the optimizer state too: build it first.
         model.optimizer.build(model.trainable_variables)
         model.load_weights(weights_path)
     else:
-        val_src, val_tgt, _ = load_multi30k(
-            args.source, args.target, "val", args.data_dir, check_hashes
-        )
-        val_src, val_tgt = val_src[: args.num_val], val_tgt[: args.num_val]
-        val_ids = prepare_pairs(tokenizers, val_src, val_tgt, args.max_length)
-        val_ds = make_dataset(*val_ids[:2], args.batch_tokens, args.max_length,
-                              single_bucket=args.smoke)  # fmt: skip
-        with open(architecture_path, "w") as f:
+        with open(os.path.join(output_dir, ARCHITECTURE_FILE), "w") as f:
             json.dump({k: getattr(args, k) for k in architecture_keys}, f, indent=1)
-        model.summary()
-        epoch_log = EpochLog(args.interrupt_after_epochs)
-        callbacks = [
-            keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup")),
-            keras.callbacks.ModelCheckpoint(
-                os.path.join(args.output_dir, "checkpoints", "last.weights.h5"),
-                save_weights_only=True,
-            ),
-            keras.callbacks.ModelCheckpoint(
-                os.path.join(args.output_dir, "checkpoints", "best.weights.h5"),
-                save_weights_only=True,
-                save_best_only=True,
-            ),
-            keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs")),
-            epoch_log,
-        ]
-        if getattr(args, "reduce_lr_on_plateau", False):
-            callbacks.insert(
-                0, keras.callbacks.ReduceLROnPlateau(factor=0.5, patience=0, verbose=1)
-            )
-        start = time.perf_counter()
-        history = model.fit(
-            train_ds,
-            validation_data=val_ds,
-            epochs=args.epochs,
-            callbacks=callbacks,
-            shuffle=False,  # tf.data shuffles
-            verbose=1 if sys.stdout.isatty() else 2,
-        )
-        results["train_seconds"] = time.perf_counter() - start
-        results["epochs_run"] = epoch_log.epochs
-        results["iterations"] = int(model.optimizer.iterations.numpy())
-        results["steps_per_epoch"] = steps_per_epoch
-        results["history"] = {
-            k: [float(x) for x in v] for k, v in history.history.items()
-        }
-        print(f"Training time: {results['train_seconds']:.1f} s "
-              f"(epochs {epoch_log.epochs})")  # fmt: skip
+        results.update(train(args, model, data, output_dir, backup_dir))
         model.save_weights(weights_path)
 
     def translator(num_beams):
@@ -793,12 +810,139 @@ def run(args, build, architecture_keys):
         for output in translate(translator(args.beams), lines):
             print(output)
         return results
-
     if args.evaluate:
         eval_src, eval_ref, _ = read_parallel(*args.evaluate)
         name = os.path.basename(args.evaluate[0])
     else:
-        eval_src, eval_ref, name = val_src, val_tgt, "val"
+        (eval_src, eval_ref), name = data["val_pairs"], "val"
+    evaluate(args, translator, (eval_src, eval_ref, name), output_dir, results)
+    if not args.evaluate:
+        export(args, translator, eval_src, output_dir, results)
+    distribute.cleanup_output_dir(output_dir, strategy)
+    return results
+
+
+def load_architecture(args, output_dir, weights_path):
+    """Restore the flags that shape the trained model in `output_dir`."""
+    if not os.path.exists(weights_path):
+        raise ValueError(
+            "`--evaluate` and `--translate` need a trained model in "
+            f"`--output-dir`. Received: output_dir={output_dir!r} "
+            f"without {os.path.basename(weights_path)}"
+        )
+    with open(os.path.join(output_dir, ARCHITECTURE_FILE)) as f:
+        for name, value in json.load(f).items():
+            setattr(args, name, value)
+
+
+def load_data(args, output_dir, use_trained, strategy, backup_dir):
+    """`(tokenizers, data)`: `data` holds the datasets `train` and `val`,
+    `steps_per_epoch` and the raw `val_pairs`; it is None for `--evaluate`
+    and `--translate`, whose runs need only the tokenizers.
+
+    Batches are global (`--batch-tokens` per replica), sharded by data
+    across workers, and the training data starts at the epoch that
+    `BackupAndRestore` resumes at (`make_dataset`'s fixed orders).
+    """
+    # Data: the training split is needed to train the tokenizers.
+    check_hashes = not args.no_check_hashes
+    spm_paths = [
+        os.path.join(output_dir, f"spm.{lang}.model")
+        for lang in (args.source, args.target)
+    ]
+    if not use_trained or not all(map(os.path.exists, spm_paths)):
+        train_src, train_tgt, dropped = load_multi30k(
+            args.source, args.target, "train", args.data_dir, check_hashes
+        )
+        train_src, train_tgt = train_src[: args.num_train], train_tgt[: args.num_train]
+        print(f"Multi30k {args.source}-{args.target}: {len(train_src)} training "
+              f"pairs ({dropped} empty pairs dropped)")  # fmt: skip
+    else:
+        train_src = train_tgt = None
+    tokenizers = [
+        load_or_train_tokenizer(path, lines, args.vocabulary_size)
+        for path, lines in zip(spm_paths, (train_src, train_tgt), strict=True)
+    ]
+    if use_trained:
+        return tokenizers, None
+    train_ids = prepare_pairs(tokenizers, train_src, train_tgt, args.max_length)
+    print(f"Subwords: {[t.vocabulary_size() for t in tokenizers]} (source, "
+          f"target); {train_ids[2]} pairs longer than {args.max_length} subwords "
+          "left out")  # fmt: skip
+    epochs = max(args.epochs, 1)
+    first = min(distribute.resumed_epoch(backup_dir), epochs - 1)
+    batching = dict(batch_tokens=args.batch_tokens, max_length=args.max_length,
+                    single_bucket=args.smoke,
+                    replicas=strategy.num_replicas_in_sync)  # fmt: skip
+    train_ds = make_dataset(*train_ids[:2], seed=args.seed, epochs=epochs,
+                            first_epoch=first, **batching)  # fmt: skip
+    val_src, val_tgt, _ = load_multi30k(
+        args.source, args.target, "val", args.data_dir, check_hashes
+    )
+    val_src, val_tgt = val_src[: args.num_val], val_tgt[: args.num_val]
+    val_ids = prepare_pairs(tokenizers, val_src, val_tgt, args.max_length)
+    return tokenizers, {
+        "train": distribute.shard_by_data(train_ds),
+        "val": distribute.shard_by_data(make_dataset(*val_ids[:2], **batching)),
+        "steps_per_epoch": len(train_ds) // (epochs - first),
+        "val_pairs": (val_src, val_tgt),
+    }
+
+
+def train(args, model, data, output_dir, backup_dir):
+    """`model.fit` with backups, checkpoints and logs; returns its results."""
+    model.summary()
+    epoch_log = EpochLog(args.interrupt_after_epochs)
+    callbacks = [
+        keras.callbacks.BackupAndRestore(backup_dir),
+        keras.callbacks.ModelCheckpoint(
+            os.path.join(output_dir, "checkpoints", "last.weights.h5"),
+            save_weights_only=True,
+        ),
+        keras.callbacks.ModelCheckpoint(
+            os.path.join(output_dir, "checkpoints", "best.weights.h5"),
+            save_weights_only=True,
+            save_best_only=True,
+        ),
+        keras.callbacks.TensorBoard(os.path.join(output_dir, "logs")),
+        epoch_log,
+    ]
+    if getattr(args, "reduce_lr_on_plateau", False):
+        callbacks.insert(
+            0, keras.callbacks.ReduceLROnPlateau(factor=0.5, patience=0, verbose=1)
+        )
+    start = time.perf_counter()
+    history = model.fit(
+        data["train"],
+        validation_data=data["val"],
+        epochs=args.epochs,
+        steps_per_epoch=data["steps_per_epoch"],  # one iterator over all epochs
+        callbacks=callbacks,
+        shuffle=False,  # make_dataset shuffles
+        verbose=1 if sys.stdout.isatty() else 2,
+    )
+    seconds = time.perf_counter() - start
+    print(f"Training time: {seconds:.1f} s (epochs {epoch_log.epochs})")
+    history = {k: [float(x) for x in v] for k, v in history.history.items()}
+    # Per-epoch losses, e.g. to compare strategies with the weights
+    # (`python examples/common/compare_runs.py DIR DIR ...`).
+    with open(os.path.join(output_dir, "history.json"), "w") as f:
+        json.dump(history, f)
+    return {
+        "train_seconds": seconds,
+        "epochs_run": epoch_log.epochs,
+        "iterations": int(model.optimizer.iterations.numpy()),
+        "steps_per_epoch": data["steps_per_epoch"],
+        "history": history,
+    }
+
+
+def evaluate(args, translator, evaluation, output_dir, results):
+    """BLEU and chrF, greedy and with `--beams`, of `evaluation = (sources,
+    references, name)`; `translator(num_beams)` makes a `Translator`. Writes
+    the hypotheses beside the model and fills `results`."""
+    eval_src, eval_ref, name = evaluation
+    direction = results["direction"]
     searches = [1] + ([args.beams] if args.beams > 1 else [])
     for beams in searches:
         start = time.perf_counter()
@@ -812,24 +956,26 @@ def run(args, build, architecture_keys):
             f"BLEU {scores['bleu']:.2f} (lowercased {scores['bleu_lowercase']:.2f}), "
             f"chrF {scores['chrf']:.2f}; decoded in {seconds:.1f} s"
         )
-        with open(os.path.join(args.output_dir, f"{name}.{label}.{args.target}"),
+        with open(os.path.join(output_dir, f"{name}.{label}.{args.target}"),
                   "w", encoding="utf-8") as f:  # fmt: skip
             f.write("\n".join(hypotheses) + "\n")
     for s, h, r in list(zip(eval_src, hypotheses, eval_ref, strict=True))[:3]:
         print(f"  src: {s}\n  out: {h}\n  ref: {r}")
 
-    if not args.evaluate:
-        heatmap_path = os.path.join(args.output_dir, "attention.png")
-        save_heatmaps(translator(1), val_src[:3], heatmap_path)
-        print(f"Saved cross-attention heat-maps to {heatmap_path}")
-        if not args.no_export:
-            export_dir = os.path.join(args.output_dir, "saved_model")
-            served = export_and_check(translator(args.beams), export_dir, val_src[:16])
-            print(
-                f"Exported SavedModel to {export_dir}; reloaded in a fresh process it "
-                f"translates {len(served)} sentences like the model in memory, e.g. "
-                f"{val_src[0]!r} -> {served[0]!r}"
-            )
-        with open(os.path.join(args.output_dir, "results.json"), "w") as f:
-            json.dump(results, f, indent=1)
-    return results
+
+def export(args, translator, sentences, output_dir, results):
+    """Heat-maps of the first sentences, the SavedModel (unless
+    `--no-export`), and `results.json`."""
+    heatmap_path = os.path.join(output_dir, "attention.png")
+    save_heatmaps(translator(1), sentences[:3], heatmap_path)
+    print(f"Saved cross-attention heat-maps to {heatmap_path}")
+    if not args.no_export:
+        export_dir = os.path.join(output_dir, "saved_model")
+        served = export_and_check(translator(args.beams), export_dir, sentences[:16])
+        print(
+            f"Exported SavedModel to {export_dir}; reloaded in a fresh process it "
+            f"translates {len(served)} sentences like the model in memory, e.g. "
+            f"{sentences[0]!r} -> {served[0]!r}"
+        )
+    with open(os.path.join(output_dir, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)

@@ -19,7 +19,22 @@ feature space against real images, with real-vs-real as the floor.
 
 Run: `python examples/vision/sagan.py --epochs 30 --output-dir outputs/sagan`.
 
-Measured (2026-11-29, 2 shared CPU cores, TensorFlow 2.21, Keras 3.15):
+Distributed training (`--strategy {default,mirrored,multiworker}`, as in
+`examples/nlp/translate_dates.py`; helpers in
+`examples/common/distribute.py`): `--batch-size` is per replica, so
+`--strategy mirrored --batch-size 32` on two replicas (GPUs, or logical
+CPU devices) takes the steps of `--batch-size 64` on one: the batch
+normalizations are synchronized, the latent vectors come with the data
+(`make_dataset`), each epoch's image order is drawn up front, and each
+replica's loss counts for its share of the batch. Multi-worker:
+`python examples/common/local_workers.py --workers 2 -- python
+examples/vision/sagan.py --strategy multiworker --batch-size 32`; only the
+chief keeps its outputs.
+
+Measured (2026-11-29, 2 shared CPU cores, TensorFlow 2.21, Keras 3.15;
+before the noise moved into the data and the convolutions before batch
+normalization lost their bias, so a rerun gives other numbers, not
+re-measured):
 `--dataset mnist --data-dir ../shared/data/mnist --epochs 12` (1,872 steps
 of 64) trained in 2,592 s wall under heavy load from other jobs (15 min of
 CPU time). On 10,000 generated images the evaluation classifier (98.4%
@@ -49,6 +64,7 @@ import tensorflow as tf  # noqa: E402
 from keras import layers  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
+from examples.common import distribute  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
 
 # The original MNIST test files and their SHA-256 (also in the repository's
@@ -134,6 +150,41 @@ def load_digits_dataset(name, data_dir=None, limit=None):
     return images[..., None].astype("float32"), labels.astype("int32")
 
 
+def make_dataset(images, batch_size, latent_dim, seed, epochs, first_epoch=0):
+    """`{"real", "z_d", "z_g"}` batches of epochs `first_epoch..epochs-1`.
+
+    Each epoch takes the images in a fresh order drawn up front from
+    `seed` (full batches only), and each step brings the latent vectors of
+    its discriminator (`z_d`) and generator (`z_g`) updates, stateless
+    draws keyed by `(seed, step)`. The data holds no random state, so
+    every strategy and worker sees the same global batches and noise,
+    whatever iterators Keras opens (under a strategy `fit` opens an extra
+    one to build the model), and a resumed run continues the sequence. Fit
+    it with `steps_per_epoch=len(images) // batch_size`.
+    """
+    steps = len(images) // batch_size
+    rng = np.random.default_rng(seed)
+    orders = [rng.permutation(len(images))[: steps * batch_size] for _ in range(epochs)]
+    order = np.concatenate(orders[first_epoch:] or [np.zeros(0, "int64")])
+    rows = tf.data.Dataset.from_tensor_slices(order).batch(
+        batch_size, drop_remainder=True
+    )
+    first = first_epoch * steps
+    step_ids = tf.data.Dataset.range(first, first + len(order) // batch_size)
+    images = tf.constant(images)
+
+    def gather(rows, step):
+        def normal(index):  # the index-th latent batch of the run
+            key = tf.stack([tf.constant(seed, tf.int64), index])
+            return tf.random.stateless_normal((batch_size, latent_dim), seed=key)
+
+        real = tf.gather(images, rows)
+        return {"real": real, "z_d": normal(2 * step), "z_g": normal(2 * step + 1)}
+
+    dataset = tf.data.Dataset.zip(rows, step_ids).map(gather)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
 # ----------------------------------------------------------------------------
 # Models
 # ----------------------------------------------------------------------------
@@ -143,20 +194,31 @@ def sn(layer):
     return layers.SpectralNormalization(layer)
 
 
-def build_generator(latent_dim, width):
-    """z -> 4x4 -> 8x8 -> 16x16 (self-attention) -> 32x32 image in [-1, 1]."""
+def build_generator(latent_dim, width, synchronized=False):
+    """z -> 4x4 -> 8x8 -> 16x16 (self-attention) -> 32x32 image in [-1, 1].
+
+    `synchronized=True` (for several replicas): the batch normalizations
+    use the moments of the global batch, as one device does. Not on one
+    replica: Keras' synchronized moments then all-reduce over the default
+    replica context, and the generator's gradients came out ~1e-3
+    (relative) off those of the plain moments, which two synchronized
+    replicas reproduce to ~1e-8 (measured, Keras 3.15, TF 2.21). The
+    convolutions before them have no bias: the normalization removes it,
+    so its gradient would be round-off only, which Adam turns into steps
+    that differ from strategy to strategy.
+    """
     z = keras.Input((latent_dim,), name="z")
     x = sn(layers.Dense(4 * 4 * 4 * width))(z)
     x = layers.Reshape((4, 4, 4 * width))(x)
     for i, channels in enumerate((4 * width, 2 * width)):  # 8x8, then 16x16
         x = layers.UpSampling2D()(x)
-        x = sn(layers.Conv2D(channels, 3, padding="same"))(x)
-        x = layers.BatchNormalization(name=f"g_bn{i}")(x)
+        x = sn(layers.Conv2D(channels, 3, padding="same", use_bias=False))(x)
+        x = layers.BatchNormalization(synchronized=synchronized, name=f"g_bn{i}")(x)
         x = layers.ReLU(name=f"g_act{i}")(x)
     x = ka.layers.SelfAttention2D(use_spectral_norm=True, name="g_attention")(x)
     x = layers.UpSampling2D()(x)
-    x = sn(layers.Conv2D(width, 3, padding="same"))(x)
-    x = layers.BatchNormalization()(x)
+    x = sn(layers.Conv2D(width, 3, padding="same", use_bias=False))(x)
+    x = layers.BatchNormalization(synchronized=synchronized, name="g_bn2")(x)
     x = layers.ReLU()(x)
     image = layers.Conv2D(1, 3, padding="same", activation="tanh", name="image")(x)
     return keras.Model(z, image, name="generator")
@@ -180,20 +242,23 @@ class SAGAN(keras.Model):
     """Generator + discriminator trained with the hinge loss by `fit()`.
 
     The training step is TensorFlow-specific (`tf.GradientTape`), as is the
-    rest of this example (SavedModel export).
+    rest of this example (SavedModel export). Each batch of `make_dataset`
+    brings its latent vectors: drawn in the model, a `SeedGenerator` would
+    draw other numbers under each strategy (or the same on every replica).
     """
 
-    def __init__(self, generator, discriminator, latent_dim, seed=0, **kwargs):
+    def __init__(self, generator, discriminator, latent_dim, **kwargs):
         super().__init__(**kwargs)
         self.generator = generator
         self.discriminator = discriminator
         self.latent_dim = latent_dim
-        self.seed_generator = keras.random.SeedGenerator(seed)
         self.d_loss_tracker = keras.metrics.Mean(name="d_loss")
         self.g_loss_tracker = keras.metrics.Mean(name="g_loss")
 
     def compile(self, g_optimizer, d_optimizer, **kwargs):
-        super().compile(**kwargs)
+        # No model-level optimizer: Keras' default would be an unused RMSprop,
+        # built (and saved with the weights) under a strategy only.
+        super().compile(optimizer=None, **kwargs)
         self.g_optimizer = g_optimizer
         self.d_optimizer = d_optimizer
 
@@ -204,27 +269,31 @@ class SAGAN(keras.Model):
     def call(self, z, training=False):
         return self.generator(z, training=training)
 
-    def _latent(self, batch):
-        return keras.random.normal((batch, self.latent_dim), seed=self.seed_generator)
-
-    def train_step(self, real):
-        batch = tf.shape(real)[0]
+    def train_step(self, data):
+        real, z_d, z_g = data["real"], data["z_d"], data["z_g"]
+        # Under a strategy each replica sees its part of the batch and the
+        # optimizers sum the replicas' gradients: a replica's share of the
+        # batch mean is its own mean over the number of replicas. (Keras'
+        # own `train_step` scales the compiled loss so; this one is custom.)
+        replicas = tf.distribute.get_replica_context().num_replicas_in_sync
         # Discriminator: hinge loss max(0, 1 - D(x)) + max(0, 1 + D(G(z))).
         with tf.GradientTape() as tape:
-            fake = self.generator(self._latent(batch), training=True)
+            fake = self.generator(z_d, training=True)
             d_real = self.discriminator(real, training=True)
             d_fake = self.discriminator(fake, training=True)
             d_loss = tf.reduce_mean(tf.nn.relu(1.0 - d_real)) + tf.reduce_mean(
                 tf.nn.relu(1.0 + d_fake)
             )
+            share = d_loss / replicas
         weights = self.discriminator.trainable_weights
-        self.d_optimizer.apply(tape.gradient(d_loss, weights), weights)
+        self.d_optimizer.apply(tape.gradient(share, weights), weights)
         # Generator: -D(G(z)).
         with tf.GradientTape() as tape:
-            fake = self.generator(self._latent(batch), training=True)
+            fake = self.generator(z_g, training=True)
             g_loss = -tf.reduce_mean(self.discriminator(fake, training=True))
+            share = g_loss / replicas
         weights = self.generator.trainable_weights
-        self.g_optimizer.apply(tape.gradient(g_loss, weights), weights)
+        self.g_optimizer.apply(tape.gradient(share, weights), weights)
         self.d_loss_tracker.update_state(d_loss)
         self.g_loss_tracker.update_state(g_loss)
         return {
@@ -396,7 +465,9 @@ def parse_args(argv):
         help="folder with the MNIST t10k IDX files (default: download them)",
     )
     parser.add_argument("--epochs", type=int, default=30)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=64,
+                        help="batch size per replica (global batch: this x the "
+                        "number of replicas of --strategy)")  # fmt: skip
     parser.add_argument("--latent-dim", type=int, default=64)
     parser.add_argument("--width", type=int, default=32, help="base channel width")
     parser.add_argument("--g-lr", type=float, default=1e-4, help="generator LR")
@@ -409,6 +480,8 @@ def parse_args(argv):
     )
     parser.add_argument("--classifier-epochs", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    distribute.add_strategy_flags(parser)
+    distribute.add_jit_compile_flag(parser)
     parser.add_argument("--output-dir", default="outputs/sagan")
     parser.add_argument(
         "--smoke", action="store_true", help="tiny sizes, 1 epoch: a quick check"
@@ -426,43 +499,88 @@ def parse_args(argv):
     return args
 
 
+def fixed_latents(args):
+    """The 32 latent vectors of the sample grids and the attention picture."""
+    rng = np.random.default_rng(args.seed)
+    return rng.normal(size=(32, args.latent_dim)).astype("float32")
+
+
+def train(args, strategy, images, output_dir):
+    """Build the GAN in `strategy`'s scope and fit it; writes its weights and
+    `history.json` (e.g. for `examples/common/compare_runs.py`).
+
+    Returns `(generator, discriminator, training seconds)`.
+    """
+    # BackupAndRestore resumes each worker from its own lasting directory,
+    # and the data from the epoch it resumes at.
+    backup_dir = distribute.backup_dir_for(
+        os.path.join(args.output_dir, "backup"), strategy
+    )
+    first_epoch = min(distribute.resumed_epoch(backup_dir), args.epochs - 1)
+    batch_size = distribute.global_batch_size(args.batch_size, strategy)
+    dataset = make_dataset(
+        images, batch_size, args.latent_dim, args.seed, args.epochs, first_epoch
+    )
+    fixed_z = fixed_latents(args)
+    with strategy.scope():  # variables are created mirrored on every replica
+        synchronized = strategy.num_replicas_in_sync > 1
+        generator = build_generator(args.latent_dim, args.width, synchronized)
+        discriminator = build_discriminator(args.width)
+        gan = SAGAN(generator, discriminator, args.latent_dim)
+        gan.compile(
+            g_optimizer=keras.optimizers.Adam(args.g_lr, beta_1=0.0, beta_2=0.9),
+            d_optimizer=keras.optimizers.Adam(args.d_lr, beta_1=0.0, beta_2=0.9),
+            jit_compile=distribute.jit_compile_for(args, strategy),
+        )
+        gan(fixed_z[:1])  # build, so BackupAndRestore can restore
+        # The optimizers' variables too (and mirrored): left to the first
+        # `apply`, they would be created inside the distributed step, which
+        # fails under MirroredStrategy, and a backup could not be restored.
+        gan.g_optimizer.build(generator.trainable_variables)
+        gan.d_optimizer.build(discriminator.trainable_variables)
+    callbacks = [
+        SampleGrid(fixed_z, output_dir),
+        keras.callbacks.CSVLogger(os.path.join(output_dir, "log.csv")),
+        # A killed run restarts from the last finished epoch.
+        keras.callbacks.BackupAndRestore(backup_dir),
+    ]
+    print(f"Global batch {batch_size}, {len(images) // batch_size} steps per epoch")
+    start = time.time()
+    history = gan.fit(
+        distribute.shard_by_data(dataset),
+        epochs=args.epochs,
+        steps_per_epoch=len(images) // batch_size,  # one iterator, all epochs
+        callbacks=callbacks,
+        verbose=2,
+        shuffle=False,  # make_dataset shuffles
+    )
+    train_seconds = time.time() - start
+    print(f"GAN training took {train_seconds:.0f} s")
+    gan.save_weights(os.path.join(output_dir, "model.weights.h5"))
+    with open(os.path.join(output_dir, "history.json"), "w") as f:
+        json.dump({k: [float(x) for x in v] for k, v in history.history.items()}, f)
+    return generator, discriminator, train_seconds
+
+
 def main(argv=None):
     args = parse_args(argv)
-    os.makedirs(args.output_dir, exist_ok=True)
+    # First, before any other TensorFlow op: `mirrored` on a CPU splits it
+    # into logical devices, `multiworker` connects to the other workers.
+    strategy = distribute.make_strategy(args)
+    print(f"Strategy: {distribute.describe(strategy)}")
+    # Only the chief's outputs are kept (other workers write to a temp dir).
+    output_dir = distribute.output_dir_for(args.output_dir, strategy)
+    os.makedirs(output_dir, exist_ok=True)
     keras.utils.set_random_seed(args.seed)
     images, labels = load_digits_dataset(args.dataset, args.data_dir, args.limit)
     print(f"{len(images)} real {args.dataset} images of shape {images.shape[1:]}")
+    generator, discriminator, train_seconds = train(args, strategy, images, output_dir)
 
-    generator = build_generator(args.latent_dim, args.width)
-    discriminator = build_discriminator(args.width)
-    gan = SAGAN(generator, discriminator, args.latent_dim, seed=args.seed)
-    gan.compile(
-        g_optimizer=keras.optimizers.Adam(args.g_lr, beta_1=0.0, beta_2=0.9),
-        d_optimizer=keras.optimizers.Adam(args.d_lr, beta_1=0.0, beta_2=0.9),
-    )
-    dataset = (
-        tf.data.Dataset.from_tensor_slices(images)
-        .shuffle(len(images), seed=args.seed)
-        .batch(args.batch_size, drop_remainder=True)
-        .prefetch(tf.data.AUTOTUNE)
-    )
-    fixed_z = np.random.default_rng(args.seed).normal(size=(32, args.latent_dim))
-    gan(fixed_z[:1].astype("float32"))  # build, so BackupAndRestore can restore
-    callbacks = [
-        SampleGrid(fixed_z.astype("float32"), args.output_dir),
-        keras.callbacks.CSVLogger(os.path.join(args.output_dir, "log.csv")),
-        # A killed run restarts from the last finished epoch.
-        keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup")),
-    ]
-    start = time.time()
-    gan.fit(dataset, epochs=args.epochs, callbacks=callbacks, verbose=2, shuffle=False)
-    train_seconds = time.time() - start
-    print(f"GAN training took {train_seconds:.0f} s")
-
+    fixed_z = fixed_latents(args)
     save_attention_picture(
         generator,
-        fixed_z[:3].astype("float32"),
-        os.path.join(args.output_dir, "attention.png"),
+        fixed_z[:3],
+        os.path.join(output_dir, "attention.png"),
     )
 
     print("Training the evaluation classifier on real digits...")
@@ -481,19 +599,20 @@ def main(argv=None):
         gamma_discriminator=float(discriminator.get_layer("d_attention").gamma.numpy()),
     )
     print(json.dumps(report, indent=2))
-    with open(os.path.join(args.output_dir, "quality.json"), "w") as f:
+    with open(os.path.join(output_dir, "quality.json"), "w") as f:
         json.dump(report, f, indent=2)
 
-    export_dir = os.path.join(args.output_dir, "generator_savedmodel")
+    export_dir = os.path.join(output_dir, "generator_savedmodel")
     generator.export(export_dir, verbose=False)
     reloaded = tf.saved_model.load(export_dir)
-    z = fixed_z[:4].astype("float32")
+    z = fixed_z[:4]
     difference = np.abs(
         np.array(reloaded.serve(z)) - np.array(generator(z, training=False))
     ).max()
     print(f"SavedModel at {export_dir}; max difference after reload: {difference:.2e}")
     if difference > 1e-5:
         raise RuntimeError("The reloaded SavedModel does not match the generator.")
+    distribute.cleanup_output_dir(output_dir, strategy)
     return report
 
 

@@ -106,3 +106,32 @@ def test_shard_by_data_sets_the_policy():
     policy = dataset.options().experimental_distribute.auto_shard_policy
     assert policy == tf.data.experimental.AutoShardPolicy.DATA
     assert list(dataset.as_numpy_iterator()) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "task, suffix",
+    [(None, ""), (("worker", 0), ""), (("worker", 1), "_worker1")],
+)
+def test_every_worker_keeps_its_own_backup(task, suffix, tmp_path):
+    path = str(tmp_path / "backup")
+    strategy = tf.distribute.get_strategy()
+    if task is not None:
+        strategy = _worker_strategy(*task, {"worker": ["a:1", "b:1"]})
+    assert distribute.backup_dir_for(path, strategy) == path + suffix
+
+
+def test_resumed_epoch_reads_the_backup(tmp_path):
+    assert distribute.resumed_epoch(str(tmp_path / "none")) == 0
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    backup = keras.callbacks.BackupAndRestore(str(tmp_path), delete_checkpoint=False)
+    x = np.zeros((4, 2), "float32")
+    model.fit(x, x[:, :1], epochs=3, callbacks=[backup], verbose=0)
+    assert distribute.resumed_epoch(str(tmp_path)) == 3
+
+
+def test_jit_compile_flag():
+    parser = distribute.add_jit_compile_flag(argparse.ArgumentParser())
+    strategy = tf.distribute.get_strategy()
+    for argv, expected in (([], True), (["--no-jit-compile"], False)):
+        assert distribute.jit_compile_for(parser.parse_args(argv), strategy) is expected
