@@ -68,6 +68,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # nmt_common
 
 import keras  # noqa: E402
 import nmt_common  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 
@@ -122,6 +123,7 @@ def build(args, source_vocab, target_vocab, steps_per_epoch):
         tie_weights=True,
         padding_id=nmt_common.PAD_ID,
         seed=args.seed,
+        dtype=args.dtype_policy,
         name="transformer",
     )
     model.build()
@@ -166,7 +168,16 @@ def parse_args(argv=None):
     add("--lr-scale", type=float, default=0.4,
         help="factor on the paper's learning rate (peak: scale / sqrt(d_model * "
              "warmup))")  # fmt: skip
+    add("--dtype-policy", choices=("float32", "mixed_bfloat16"), default="float32",
+        help="Keras dtype policy of the model: mixed_bfloat16 computes in "
+             "bfloat16 with float32 weights and softmax statistics; on a CPU "
+             "it implies --no-jit-compile unless --jit-compile is given")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.dtype_policy == "mixed_bfloat16" and args.jit_compile is None:
+        # XLA's CPU backend converts bfloat16 matmuls to float32 around
+        # every dot (benchmarks/RESULTS.md, 2026-12-01: no speed-up), while
+        # TensorFlow's graph mode runs oneDNN's bfloat16 kernels.
+        args.jit_compile = bool(tf.config.list_physical_devices("GPU"))
     return nmt_common.finish_arguments(
         args,
         dict(hidden_dim=32, num_heads=2, intermediate_dim=64, num_layers=1,

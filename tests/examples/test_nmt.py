@@ -292,6 +292,29 @@ def test_smoke_keeps_explicit_flags():
         script.parse_args(["--beams", "0"])
 
 
+def test_bfloat16_policy_builds_a_mixed_model_in_graph_mode():
+    """`--dtype-policy mixed_bfloat16`: bfloat16 compute, float32 weights,
+    float32 softmax statistics in the loss; XLA off on a CPU (it computes
+    bfloat16 dots in float32) unless asked for."""
+    script = load("nmt_transformer")
+    args = script.parse_args(["--smoke", "--dtype-policy", "mixed_bfloat16"])
+    assert args.jit_compile is False
+    again = ["--smoke", "--dtype-policy", "mixed_bfloat16", "--jit-compile"]
+    assert script.parse_args(again).jit_compile is True
+    assert script.parse_args(["--smoke"]).jit_compile is None
+    model, _, _ = script.build(args, 40, 50, steps_per_epoch=1)
+    assert model.dtype_policy.name == "mixed_bfloat16"
+    assert {w.dtype for w in model.weights} == {"float32"}
+    logits = model((np.ones((2, 5), "int32"), np.ones((2, 4), "int32")))
+    layers = list(model._flatten_layers(include_self=False))
+    assert layers and {layer.compute_dtype for layer in layers} == {"bfloat16"}
+    assert logits.shape == (2, 4, 50)
+    loss = sys.modules["nmt_common"].SmoothedCrossentropy()(
+        np.ones((2, 4), "int32"), logits
+    )
+    assert loss.dtype == "float32" and np.isfinite(float(loss))
+
+
 @pytest.mark.large
 @pytest.mark.parametrize(
     "name, flags",
