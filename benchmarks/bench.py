@@ -527,20 +527,10 @@ def encoder_section(args):
     theirs(x)
     rows = []
     for mode in args.modes:
-        fns = {}
-        for name, layer in (("ours", ours), ("keras-hub", theirs)):
-            optimizer = keras.optimizers.SGD(1e-4)
-            optimizer.build(layer.trainable_variables)
-
-            def train_step(x, y, layer=layer, optimizer=optimizer):
-                with tf.GradientTape() as tape:
-                    loss = tf.reduce_mean(tf.square(layer(x, training=True) - y))
-                grads = tape.gradient(loss, layer.trainable_variables)
-                optimizer.apply(grads, layer.trainable_variables)
-                return loss
-
-            fn = compiled(train_step, mode)
-            fns[name] = lambda fn=fn: fn(x, target).numpy()
+        fns = {
+            name: _train_step(layer, x, target, mode)
+            for name, layer in (("ours", ours), ("keras-hub", theirs))
+        }
         times = interleaved(fns, args.rounds)
         o, k = times["ours"], times["keras-hub"]
         rows.append(dict(mode=mode, ratio=float(np.median(np.asarray(o) / k))))
