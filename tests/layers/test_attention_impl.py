@@ -266,6 +266,49 @@ def test_unknown_length_under_xla_drops_the_same_weights_twice(monkeypatch, leng
     np.testing.assert_allclose(np.sum(np.asarray(d_v) * v), f, rtol=1e-4)
 
 
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="only TensorFlow traces a function for lengths it does not know",
+)
+def test_unknown_length_under_xla_trains_a_learned_score_modifier(monkeypatch):
+    """The recomputing backward returns the gradients of the variables the
+    score modifier reads (a T5 bias table), on both branches, as the dense
+    path does."""
+    import tensorflow as tf
+
+    monkeypatch.setattr(attention_module, "CHUNKED_MIN_SIZE", 6 * 6)
+
+    def make(impl):
+        keras.utils.set_random_seed(1)
+        bias = ka.modifiers.RelativePositionBias(num_heads=2)
+        layer = ka.layers.MultiHeadSelfAttention(
+            2, 4, attention_impl=impl, score_modifier=bias
+        )
+        layer(np.zeros((1, 3, 8), "float32"))
+        return layer
+
+    def gradients(layer):
+        @tf.function(jit_compile=True, input_signature=[tf.TensorSpec((None, None, 8))])
+        def run(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = tf.reduce_sum(tf.sin(layer(x)))
+            return tape.gradient(y, [x, *layer.trainable_weights])
+
+        return run
+
+    dense, auto = make("dense"), make("auto")
+    auto.set_weights(dense.get_weights())
+    assert "relative_position_bias" in auto.trainable_weights[0].path
+    for length in (7, 4):  # 49 >= 36: chunked; 16: dense
+        x = np.random.default_rng(length).normal(size=(2, length, 8))
+        x = x.astype("float32")
+        want, got = gradients(dense)(x), gradients(auto)(x)
+        assert np.any(np.asarray(got[1]) != 0.0)  # the table learns
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
 def test_chunked_cannot_return_scores():
     layer = ka.layers.MultiHeadSelfAttention(2, 4, attention_impl="chunked")
     x = np.zeros((1, 4, 8), "float32")
