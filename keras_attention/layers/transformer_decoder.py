@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from keras_attention import ops as ka_ops
 from keras_attention.keras_compat import first_mask
 from keras_attention.layers.results import LayerResult
 from keras_attention.layers.transformer_decoder_block import TransformerDecoderBlock
@@ -205,19 +206,29 @@ class TransformerDecoder(TransformerStackBase):
         weights = {key: ops.stack(w, axis=1) for key, w in weights.items()}
         new_caches = ()
         if cache is not None:
-            new_caches = (self._updated_cache(cache, caches, cache_update_index),)
+            new_caches = (self._updated_cache(cache, caches, cache_update_index, x),)
         return LayerResult(x, weights, new_caches).keras_outputs(
             return_attention_scores
         )
 
-    def _updated_cache(self, cache, layer_caches, cache_update_index):
-        """The stack's updated cache: the layers' caches stacked again.
+    def _updated_cache(self, cache, layer_caches, cache_update_index, output):
+        """The stack's cache with the new keys and values written in.
 
-        With one new token, each layer's cache is the old one with the new
-        key and value selected in (`keras_attention.ops.update_cache`), so
-        under XLA the stack is one elementwise pass over the cache that also
-        fuses those selects; no per-layer cache is materialised.
+        Only the new entries are written: each layer's updated cache is
+        sliced at `[cache_update_index, cache_update_index + T)` (under XLA
+        the slice computes just those entries) and the slices are written
+        into `cache` with one update that XLA does in place, ordered after
+        the stack's `output` (`keras_attention.ops.write_cache_entries`
+        says why). Stacking the layers' caches instead rewrote the whole
+        cache at every decoding step.
         """
         if cache_update_index is None:
             return cache  # read as is: nothing was written
-        return ops.stack(layer_caches, axis=1)
+        index = ops.cast(cache_update_index, "int32")
+        length = ops.shape(output)[1]
+        entries = []
+        for c in layer_caches:  # (B, 2, S_max, N, H)
+            b, two, _, n, h = ops.shape(c)
+            entries.append(ops.slice(c, [0, 0, index, 0, 0], (b, two, length, n, h)))
+        entries = ops.stack(entries, axis=1)  # (B, L, 2, T, N, H)
+        return ka_ops.write_cache_entries(cache, entries, index, after=output)

@@ -24,6 +24,7 @@ from keras_attention.ops.attention import multi_head_attention
 from keras_attention.ops.attention import repeat_key_value_heads
 from keras_attention.ops.attention import weighted_sum
 from keras_attention.ops.cache import update_cache
+from keras_attention.ops.cache import write_cache_entries
 from keras_attention.ops.cache import written_positions_mask
 from keras_attention.ops.chunked_attention import chunked_attention
 from keras_attention.ops.chunked_attention import dropout_keep_mask
@@ -98,6 +99,7 @@ __all__ = [
     "source_positions",
     "sliding_window_mask",
     "update_cache",
+    "write_cache_entries",
     "weighted_sum",
     "written_positions_mask",
 ]

@@ -95,3 +95,63 @@ def test_summary_of_a_model_with_every_attention_layer():
     model = ka.Transformer(20, 20, hidden_dim=16, num_heads=2, intermediate_dim=8)
     model.build()
     model.summary(print_fn=lines.append)
+
+
+def test_cache_prefill_then_single_steps_equal_full_pass(rng):
+    x = rng.normal(size=(B, T, D)).astype("float32")
+    decoder = TransformerDecoder(L, N, F, dropout=0.0)
+    full = ops.convert_to_numpy(decoder(x))
+    cache = decoder.init_cache(B, T + 2)
+    y, cache = decoder(x[:, :3], cache=cache, cache_update_index=0)
+    steps = [ops.convert_to_numpy(y)]
+    for t in range(3, T):
+        y, cache = decoder(x[:, t : t + 1], cache=cache, cache_update_index=t)
+        steps.append(ops.convert_to_numpy(y))
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
+    cache = ops.convert_to_numpy(cache)
+    np.testing.assert_array_equal(cache[:, :, :, T:], 0.0)  # never written
+    # The first layer's keys in NumPy: post-LN, so its input is x; its
+    # fused kernel is [W^Q | W^K | W^V].
+    qkv = decoder.blocks[0]._self_attention_layer._qkv_dense
+    kernel, bias = (ops.convert_to_numpy(w) for w in (qkv.kernel, qkv.bias))
+    key = x @ kernel[:, D : 2 * D] + bias[D : 2 * D]
+    np.testing.assert_allclose(
+        cache[:, 0, 0, :T], key.reshape(B, T, N, D // N), atol=1e-5
+    )
+
+
+def _optimized_hlo(fn, *args):
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        compiled = tf.function(fn, jit_compile=True)
+        return compiled.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.jit(fn).lower(*args).compile().as_text()
+    pytest.skip(f"no XLA compiler IR on the {keras.backend.backend()} backend")
+
+
+def test_compiled_decoding_loop_updates_the_cache_in_place():
+    """Each step writes only the new keys and values: the optimised XLA
+    program holds no copy of the whole cache (there used to be one or two
+    per step, plus a rewrite of every entry)."""
+    batch, steps = 4, 16
+    decoder = TransformerDecoder(L, N, F, dropout=0.0)
+    decoder.build((batch, 1, D))
+
+    def generate(x):
+        def body(index, carry):
+            x, cache = carry
+            y, cache = decoder(x, cache=cache, cache_update_index=index)
+            return ops.tanh(y), cache
+
+        cache = decoder.init_cache(batch, steps)
+        return ops.fori_loop(0, steps, body, (x, cache))
+
+    hlo = _optimized_hlo(generate, ops.ones((batch, 1, D)))
+    shape = f"f32[{batch},{L},2,{steps},{N},{D // N}]"
+    assert "while" in hlo and shape in hlo
+    copies = [line for line in hlo.splitlines() if shape in line and " copy(" in line]
+    assert not copies, "\n".join(copies)
