@@ -91,6 +91,7 @@ import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
+from keras_attention.ops.chunked_attention import TENSORFLOW_XLA_CHUNK_SIZE  # noqa: E402
 
 GIB = 1024**3
 SECTIONS = (
@@ -600,8 +601,9 @@ def bf16_section(args):
 
 
 def long_section(args):
-    length, heads, dk, chunk = args.long_length, args.heads, args.key_dim, 512
-    chunk = min(chunk, length)
+    # The default block size under TensorFlow's XLA (`default_chunk_size`).
+    chunk = min(TENSORFLOW_XLA_CHUNK_SIZE, args.long_length)
+    length, heads, dk = args.long_length, args.heads, args.key_dim
     print(
         f"\n### 10. Causal attention near the matmul limit: `ops.chunked_attention"
         f"(causal=True)` forward+backward under XLA, L={length}, B=1, {heads} "

@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_attention.ops import modifiers as modifier_ops
 from keras_attention.ops.chunked_attention import chunked_attention
+from keras_attention.ops.loops import tensorflow_xla_context
 from keras_attention.ops.masks import check_attention_masks
 from keras_attention.ops.masks import compute_attention_mask
 from keras_attention.ops.masks import merge_masks
@@ -494,7 +495,7 @@ def _runtime_choice(query, key, value, masks, positional, dropout, modifiers):
     large = ops.greater_equal(
         ops.cast(t_len, "int64") * ops.cast(s_len, "int64"), CHUNKED_MIN_SIZE
     )
-    if not _in_xla_function():
+    if not tensorflow_xla_context():
         args = (query, key, value, masks, positional, dropout, modifiers)
         return ops.cond(
             large,
@@ -510,15 +511,6 @@ def _runtime_choice(query, key, value, masks, positional, dropout, modifiers):
         return _dense(q, k, v, masks, positional, dropout, modifiers, False)[0]
 
     return _recomputed(large, chunked, dense, query, key, value)
-
-
-def _in_xla_function():
-    """Whether TensorFlow is tracing a function for XLA (`jit_compile`)."""
-    import tensorflow as tf
-    from tensorflow.python.ops import control_flow_util
-
-    graph = tf.compat.v1.get_default_graph()
-    return control_flow_util.GraphOrParentsInXlaContext(graph)
 
 
 def _recomputed(large, chunked, dense, query, key, value):

@@ -36,9 +36,23 @@ from keras_attention.ops.hashing import GOLDEN
 from keras_attention.ops.hashing import mix32
 from keras_attention.ops.loops import sequential_fori_loop
 from keras_attention.ops.loops import sequential_map
+from keras_attention.ops.loops import tensorflow_xla_context
 from keras_attention.ops.softmax import MASK_VALUE
 
+# The block size when none is given. Measured (benchmarks/RESULTS.md,
+# 2026-12-01; forward+backward, B=1, 8 heads, key_dim 64, 2-core CPU):
+# TensorFlow under XLA runs 256-blocks faster than 512-blocks (causal,
+# L=8192: 2.2-2.6 s vs 3.1 s; L=16384: 9.8 s vs 10.8 s; non-causal L=4096:
+# 1.03 s vs 1.25 s), while TensorFlow's graph mode (one kernel per op, so 4x
+# the blocks cost 4x the per-op overhead) and JAX are faster with 512
+# (graph, causal L=8192: 3.8 s vs 3.0 s; JAX: 3.5 s vs 3.1 s).
 DEFAULT_CHUNK_SIZE = 512
+TENSORFLOW_XLA_CHUNK_SIZE = 256
+
+
+def default_chunk_size():
+    """The block size `chunked_attention` takes when none is given."""
+    return TENSORFLOW_XLA_CHUNK_SIZE if tensorflow_xla_context() else DEFAULT_CHUNK_SIZE
 
 
 def _u32(x):
@@ -170,14 +184,16 @@ def chunked_attention(
         query_chunk_size, key_chunk_size: block sizes; any lengths work
             (the last block is padded and masked). `None`: the mask
             modifier's `chunk_size` when it has one (block-local masks align
-            the blocks with theirs, e.g. `BlockLocal2D`), else 512.
+            the blocks with theirs, e.g. `BlockLocal2D`), else
+            `default_chunk_size()`: 256 when TensorFlow compiles with XLA,
+            512 otherwise (measured, see `DEFAULT_CHUNK_SIZE`).
 
     Returns:
         `(B, T, N, Hv)` in the dtype of `value`. A query that sees no key
         gets zeros, as in `masked_softmax`.
     """
     dropout_rate = _check_dropout(dropout_rate, dropout_seed)
-    preferred = getattr(mask_modifier, "chunk_size", None) or DEFAULT_CHUNK_SIZE
+    preferred = getattr(mask_modifier, "chunk_size", None) or default_chunk_size()
     query_chunk_size = query_chunk_size or preferred
     key_chunk_size = key_chunk_size or preferred
     if scale is None:

@@ -74,3 +74,14 @@ def sequential_map(f, xs, output_specs=None):
     else:
         signature = tuple(tf.TensorSpec(shape, dtype) for shape, dtype in output_specs)
     return tf.map_fn(f, xs, fn_output_signature=signature, parallel_iterations=1)
+
+
+def tensorflow_xla_context():
+    """Whether TensorFlow is tracing a function for XLA (`jit_compile`)."""
+    if keras.backend.backend() != "tensorflow":
+        return False
+    import tensorflow as tf
+    from tensorflow.python.ops import control_flow_util
+
+    graph = tf.compat.v1.get_default_graph()
+    return control_flow_util.GraphOrParentsInXlaContext(graph)

@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_attention import ops as ka_ops
 from keras_attention.ops.chunked_attention import chunked_attention
+from keras_attention.ops.chunked_attention import default_chunk_size
 from keras_attention.ops.chunked_attention import dropout_keep_mask
 from keras_attention.testing import input_gradients
 
@@ -294,3 +295,43 @@ def test_graph_mode_loops_run_one_iteration_at_a_time():
     visit(graph)
     assert len(loops) >= 4  # map + inner loop forward, two nested backward
     assert set(loops) == {1}
+
+
+def test_default_chunk_size_is_256_under_tensorflow_xla_and_512_otherwise():
+    """The measured defaults (`DEFAULT_CHUNK_SIZE`): TensorFlow's XLA runs
+    256-blocks faster, its graph mode and JAX 512-blocks."""
+    seen = []
+
+    def probe(x):
+        seen.append(default_chunk_size())
+        return x
+
+    probe(ops.zeros((1,)))
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        tf.function(probe)(tf.zeros((1,)))
+        tf.function(probe, jit_compile=True)(tf.zeros((1,)))
+        assert seen == [512, 512, 256]
+    else:
+        _jit(lambda _, x: probe(x))(None, ops.zeros((1,)))
+        assert seen == [512, 512]
+
+
+def test_default_blocks_under_xla_equal_dense_past_one_block():
+    """Causal, padded keys, 300 positions: two default blocks under
+    TensorFlow's XLA (the last one padded), one block elsewhere."""
+    rng = np.random.default_rng(1)
+    q, k, v = (
+        ops.convert_to_tensor(rng.normal(size=(1, 300, 2, 4)).astype("float32"))
+        for _ in range(3)
+    )
+    key_mask = np.arange(300)[None] < 290
+    mask = key_mask[:, None, None, :] & np.tril(np.ones((300, 300), bool))
+
+    def chunked(_, q, k, v):
+        return chunked_attention(q, k, v, key_mask=key_mask, causal=True)
+
+    got = ops.convert_to_numpy(_jit(chunked)(None, q, k, v))
+    want = ka_ops.dot_product_attention(q, k, v, mask=mask)[0]
+    np.testing.assert_allclose(got, ops.convert_to_numpy(want), atol=1e-5)
