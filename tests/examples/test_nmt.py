@@ -364,7 +364,11 @@ def test_training_resumes_after_an_interruption(data_dir, tmp_path):
     assert not (tmp_path / "backup").exists()  # removed once training finished
 
 
-@pytest.mark.parametrize("name", ["nmt_transformer", "nmt_rnn_attention"])
+# The Transformer's export repeats the RNN's check (~30 s) as `large`.
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param("nmt_transformer", marks=pytest.mark.large), "nmt_rnn_attention"],
+)
 def test_saved_model_serves_under_the_tf1_loader(name, tokenizers, tmp_path):
     """The SavedModel of `run` (`export_and_check`) serves under
     `tf.compat.v1.saved_model.loader.load` in a `tf.compat.v1.Session` (the

@@ -46,7 +46,14 @@ def test_help_documents_every_flag(capsys):
     reason="the script decodes in tf.function and exports a SavedModel"
 )
 @pytest.mark.parametrize(
-    "flags", [["--attention", "luong"], ["--attention", "luong", "--local-p", "3"]],
+    "flags",
+    [
+        ["--attention", "luong"],
+        # local-p is also trained, saved and reloaded in tests/layers/test_local_p.py.
+        pytest.param(
+            ["--attention", "luong", "--local-p", "3"], marks=pytest.mark.large
+        ),
+    ],
     ids=["luong", "luong-local-p"],
 )  # fmt: skip
 def test_smoke_run_with_export(flags, tmp_path):
@@ -101,7 +108,10 @@ def test_attention_panels_pick_heads_and_average():
 
 
 @pytest.mark.tf_only(reason="exports a SavedModel and serves it with saved_model_cli")
-@pytest.mark.parametrize("model", ["rnn", "transformer"])
+# The Transformer's export repeats the RNN's check (~26 s) as `large`.
+@pytest.mark.parametrize(
+    "model", ["rnn", pytest.param("transformer", marks=pytest.mark.large)]
+)
 def test_saved_model_serves_under_the_tf1_loader(model, tmp_path):
     """The SavedModel of `main` (`export_and_check`) runs under `saved_model_cli
     run`, like under `tf.saved_model.load`. An untrained tiny model is
