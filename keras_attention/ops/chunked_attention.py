@@ -12,7 +12,9 @@ Masks: a key padding mask `(B, S)` and the causal mask (with an offset for
 cached decoding), which stay O(L), and an explicit boolean `(B, T, S)` mask,
 which costs T S bytes (a quarter of one float32 `(T, S)` matrix per example,
 never multiplied by the heads). With a causal mask, blocks entirely above the
-diagonal are skipped in both passes.
+diagonal are skipped in both passes; when the causal mask and the padding of
+the last key block are the only masks, the blocks that every query of a
+block sees whole (those below the diagonal) run without a mask.
 
 Attention dropout is applied to the normalised weights, as in the dense path
 and FlashAttention: the keep mask of every block is recomputed in the
@@ -331,6 +333,11 @@ class _Blocks:
         self.causal, self.window = causal, sliding_window
         self.mask_modifier = mask_modifier
         self.offset = ops.cast(offset, "int32")
+        # Only the causal mask and the padding of the last key chunk: the
+        # blocks they leave whole are computed without a mask.
+        self.maskless = all(
+            x is None for x in (key_mask, attention_mask, sliding_window, mask_modifier)
+        )
         if key_mask is None:
             key_mask = ops.ones((self.batch, self.s_len), dtype="bool")
         pad = [[0, 0], [0, self.n_k * ck - self.s_len]]
@@ -399,6 +406,28 @@ class _Blocks:
         stop = ops.clip((hi + self.ck - 1) // self.ck, first, self.n_k)
         return first, stop
 
+    def whole_key_chunks(self, i, first, stop):
+        """`split` in `[first, stop]`: every query of chunk i sees every key
+        of chunks `[first, split)`, so those blocks need no mask (when
+        `maskless`)."""
+        whole = ops.convert_to_tensor(self.s_len // self.ck, "int32")  # unpadded
+        if self.causal:
+            whole = ops.minimum(whole, (self.offset + i * self.cq + 1) // self.ck)
+        return ops.clip(whole, first, stop)
+
+    def whole_query_chunks_from(self, j, first):
+        """`split` in `[first, n_q]`: query chunks `[split, n_q)` see every
+        key of chunk j, so those blocks need no mask (when `maskless`)."""
+        n_q = ops.convert_to_tensor(self.n_q, "int32")
+        split = ops.convert_to_tensor(first, "int32")
+        if self.causal:
+            last_key = (j + 1) * self.ck - 1
+            split = ops.maximum(
+                split, (last_key - self.offset + self.cq - 1) // self.cq
+            )
+        padded = (j + 1) * self.ck > self.s_len
+        return ops.where(padded, n_q, ops.clip(split, first, n_q))
+
     def query_chunks_from(self, j):
         """First query chunk that can see key chunk j (causal skips)."""
         if not self.causal:
@@ -435,11 +464,14 @@ class _Kernel:
         keep = dropout_keep_mask(self.seed, b.batch, b.heads, q_pos, k_pos, self.rate)
         return ops.cast(keep, "float32") * self.keep_scale
 
-    def logits(self, q_i, k_j, i, j, score):
-        """Masked, modified logits `(B, N, cq, ck)` and the block mask."""
+    def logits(self, q_i, k_j, i, j, score, masked):
+        """Modified logits `(B, N, cq, ck)` and the block mask, applied
+        (`masked`) or `None` (a block seen whole)."""
         logits = ops.einsum("bnqh,bnkh->bnqk", q_i, k_j)
         if score is not None:
             logits = score(logits, *self.blocks.indices(i, j))
+        if not masked:
+            return logits, None
         mask = self.blocks.mask(i, j)
         return ops.where(mask, logits, MASK_VALUE), mask
 
@@ -452,11 +484,14 @@ class _Kernel:
             acc0 = ops.zeros((b.batch, b.heads, b.cq, vb.shape[-1]), "float32")
             init = (m0, ops.zeros_like(m0), acc0)
 
-            def update(j, carry):
+            def update(j, carry, masked=True):
                 m, total, acc = carry
-                logits, mask = self.logits(q_i, ops.take(kb, j, axis=0), i, j, score)
+                k_j = ops.take(kb, j, axis=0)
+                logits, mask = self.logits(q_i, k_j, i, j, score, masked)
                 m_new = ops.maximum(m, ops.max(logits, axis=-1))
-                p = ops.exp(logits - m_new[..., None]) * ops.cast(mask, "float32")
+                p = ops.exp(logits - m_new[..., None])
+                if masked:
+                    p = p * ops.cast(mask, "float32")
                 correction = ops.exp(m - m_new)
                 # The normaliser sums every weight; dropout only removes
                 # weights from the output.
@@ -474,7 +509,13 @@ class _Kernel:
                     return update(j, carry)
                 return _when(b.visible(i, j), lambda c: update(j, c), carry)
 
+            def whole(j, carry):
+                return update(j, carry, masked=False)
+
             first, stop = b.key_chunks(i)
+            if b.maskless:  # the blocks seen whole first, without a mask
+                split = b.whole_key_chunks(i, first, stop)
+                init, first = sequential_fori_loop(first, split, whole, init), split
             m, total, acc = sequential_fori_loop(first, stop, body, init)
             safe_l = ops.maximum(total, 1e-30)
             out = acc / safe_l[..., None]  # (B, N, cq, Hv)
@@ -486,10 +527,10 @@ class _Kernel:
         specs = ((rows + (vb.shape[-1],), "float32"), (rows, "float32"))
         return sequential_map(one_query_chunk, (indices, qb), specs)
 
-    def block_gradients(self, i, j, tensors, score_fn, params, variables):
+    def block_gradients(self, i, j, tensors, score_fn, params, variables, masked=True):
         """Block (i, j)'s share `(dQ_i, dK_j, dV_j, d_extra)` of the
         gradients, `d_extra` for the modifier's parameters (`params`, then
-        `variables`)."""
+        `variables`); `masked=False` for a block seen whole."""
         qb, k_j, v_j, d_out_b, lse_b, delta_b = tensors
         q_i = ops.take(qb, i, axis=0)
         do_i = ops.take(d_out_b, i, axis=0)
@@ -501,10 +542,12 @@ class _Kernel:
             )
         else:
             logits = raw
-        mask = self.blocks.mask(i, j)
-        logits = ops.where(mask, logits, MASK_VALUE)
+        if masked:
+            mask = self.blocks.mask(i, j)
+            logits = ops.where(mask, logits, MASK_VALUE)
         p = ops.exp(logits - ops.take(lse_b, i, axis=0)[..., None])
-        p = p * ops.cast(mask, "float32")
+        if masked:
+            p = p * ops.cast(mask, "float32")
         dp = ops.einsum("bnqh,bnkh->bnqk", do_i, v_j)
         if self.rate > 0:
             # O = (P * Z) V: dV = (P * Z)^T dO and dP = Z * dO V^T;
@@ -569,16 +612,31 @@ class _Kernel:
             k_j, v_j = ops.take(kb, j, axis=0), ops.take(vb, j, axis=0)
             tensors = (qb, k_j, v_j, d_out_b, lse_b, delta_b)
 
-            def body(i, carry):
+            def body(i, carry, masked=True):
                 dq_b, dk, dv, d_extra = carry
-                dq, dk_i, dv_i, d_ex = self.visible_block_gradients(
-                    i, j, tensors, d_extra, score_fn, params, variables
-                )
+                if masked:
+                    dq, dk_i, dv_i, d_ex = self.visible_block_gradients(
+                        i, j, tensors, d_extra, score_fn, params, variables
+                    )
+                else:
+                    dq, dk_i, dv_i, d_ex = self.block_gradients(
+                        i, j, tensors, score_fn, params, variables, masked=False
+                    )
                 dq_b = _add_block(dq_b, i, dq)
                 return dq_b, dk + dk_i, dv + dv_i, _add(d_extra, d_ex)
 
             init = (dq_b, ops.zeros_like(k_j), ops.zeros_like(v_j), d_extra)
-            return sequential_fori_loop(b.query_chunks_from(j), b.n_q, body, init)
+            first = b.query_chunks_from(j)
+            if not b.maskless:
+                return sequential_fori_loop(first, b.n_q, body, init)
+
+            # The blocks with a mask first, then those seen whole.
+            def whole(i, carry):
+                return body(i, carry, masked=False)
+
+            split = b.whole_query_chunks_from(j, first)
+            carry = sequential_fori_loop(first, split, body, init)
+            return sequential_fori_loop(split, b.n_q, whole, carry)
 
         def outer(j, carry):
             dq_b, dk_b, dv_b, d_extra = carry

@@ -335,3 +335,76 @@ def test_default_blocks_under_xla_equal_dense_past_one_block():
     got = ops.convert_to_numpy(_jit(chunked)(None, q, k, v))
     want = ka_ops.dot_product_attention(q, k, v, mask=mask)[0]
     np.testing.assert_allclose(got, ops.convert_to_numpy(want), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "mode, causal, offset, q_chunk, k_chunk",
+    [
+        ("eager", False, 0, 8, 6),  # the last key chunk is padded
+        ("eager", False, 0, 5, 17),
+        ("eager", True, 0, 4, 4),
+        ("eager", True, 6, 8, 6),  # queries past the last key
+        ("eager", True, -8, 3, 5),  # rows that see no key at all
+        ("xla", True, 3, 4, 3),
+        ("xla", False, 0, 7, 4),
+    ],
+)
+def test_without_masks_equals_dense(mode, causal, offset, q_chunk, k_chunk):
+    """No key mask: the blocks the causal mask and the key padding leave
+    whole run without a mask (`_Blocks.maskless`); outputs and gradients
+    still equal dense attention."""
+    q, k, v, _ = _inputs(seed=2)
+    mask = np.ones((1, 1, T, S), bool)
+    if causal:
+        mask = mask & np.array(ka_ops.causal_mask(T, S, offset))[None, None]
+
+    def dense(q, k, v):
+        return ka_ops.dot_product_attention(q, k, v, mask=mask)[0]
+
+    def chunked(q, k, v):
+        return chunked_attention(
+            q,
+            k,
+            v,
+            causal=causal,
+            causal_offset=offset,
+            query_chunk_size=q_chunk,
+            key_chunk_size=k_chunk,
+        )
+
+    run = _jit(_value_and_grads) if mode == "xla" else _value_and_grads
+    got = run(chunked, q, k, v)
+    want = _value_and_grads(dense, q, k, v)
+    for name, a, b in zip(("output", "dq", "dk", "dv"), got, want, strict=True):
+        np.testing.assert_allclose(
+            np.array(a), np.array(b), rtol=1e-5, atol=2e-6, err_msg=name
+        )
+
+
+@pytest.mark.parametrize(
+    "causal, offset", [(False, 0), (True, 0), (True, 5), (True, -7)]
+)
+def test_whole_blocks_are_exactly_those_every_query_sees_whole(causal, offset):
+    """`_Blocks.whole_key_chunks` (forward) and `whole_query_chunks_from`
+    (backward) against a brute-force reading of the mask: block (i, j) runs
+    without a mask only if all its queries see all its keys and key chunk j
+    is not padded; and it is left masked only if it is not whole."""
+    from keras_attention.ops.chunked_attention import _Blocks
+
+    t_len, s_len, cq, ck = 23, 17, 4, 3
+    q = ops.zeros((1, t_len, 1, 2))
+    k = ops.zeros((1, s_len, 1, 2))
+    blocks = _Blocks(q, k, None, causal, offset, None, None, None, cq, ck)
+    n_q, n_k = -(-t_len // cq), -(-s_len // ck)
+    query = offset + np.arange(n_q * cq)[:, None]
+    key = np.arange(n_k * ck)[None, :]
+    seen = (key < s_len) & ((key <= query) | (not causal))  # (T', S')
+    whole = seen.reshape(n_q, cq, n_k, ck).all(axis=(1, 3))  # (n_q, n_k)
+    for i in range(n_q):
+        first, stop = (int(x) for x in blocks.key_chunks(i))
+        split = int(blocks.whole_key_chunks(i, first, stop))
+        assert whole[i, first:split].all() and not whole[i, split:stop].any()
+    for j in range(n_k):
+        first = int(blocks.query_chunks_from(j))
+        split = int(blocks.whole_query_chunks_from(j, first))
+        assert whole[split:, j].all() and not whole[first:split, j].any()
