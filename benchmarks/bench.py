@@ -61,7 +61,7 @@ Sections (`--sections`, default all):
   the speed-up of bfloat16 over float32 for each, rounds interleaved.
 
 - `long` (issue 16): causal `ops.chunked_attention` forward+backward under
-  XLA at `--long-length` (65536), B=1, 8 heads, key_dim 64, chunks 512, in
+  XLA at `--long-length` (65536), B=1, 8 heads, key_dim 64, chunks 256 (the default under XLA), in
   a fresh child process (peak RSS and time, as in `memory`), against the
   time its FLOPs take at the fp32 matmul ceiling measured in the same run.
   FLOPs count only the visited blocks (on and below the diagonal): 7 block
