@@ -52,28 +52,37 @@ def _jit(fn):
 )
 def test_equals_dense_forward_and_gradients(mode, causal, offset):
     q, k, v, key_mask = _inputs()
-    mask = key_mask[:, None, None, :]
-    if causal:
-        mask = mask & np.array(ka_ops.causal_mask(T, S, offset))[None, None]
+    _assert_equals_dense(
+        mode,
+        (q, k, v),
+        key_mask=key_mask,
+        causal=causal,
+        causal_offset=offset,
+        query_chunk_size=8,  # 23 and 17 are not multiples of the chunks
+        key_chunk_size=6,
+    )
+
+
+def _assert_equals_dense(mode, qkv, key_mask=None, **kwargs):
+    """`chunked_attention(*qkv, key_mask, **kwargs)` (eager or under XLA)
+    and dense attention with the same mask built by hand give the same
+    outputs and input gradients."""
+    mask = np.ones((1, 1, T, S), bool)
+    if key_mask is not None:
+        mask = mask & key_mask[:, None, None, :]
+    if kwargs.get("causal"):
+        causal = ka_ops.causal_mask(T, S, kwargs.get("causal_offset", 0))
+        mask = mask & np.array(causal)[None, None]
 
     def dense(q, k, v):
         return ka_ops.dot_product_attention(q, k, v, mask=mask)[0]
 
     def chunked(q, k, v):
-        return chunked_attention(
-            q,
-            k,
-            v,
-            key_mask=key_mask,
-            causal=causal,
-            causal_offset=offset,
-            query_chunk_size=8,  # 23 and 17 are not multiples of the chunks
-            key_chunk_size=6,
-        )
+        return chunked_attention(q, k, v, key_mask=key_mask, **kwargs)
 
     run = _jit(_value_and_grads) if mode == "xla" else _value_and_grads
-    got = run(chunked, q, k, v)
-    want = _value_and_grads(dense, q, k, v)
+    got = run(chunked, *qkv)
+    want = _value_and_grads(dense, *qkv)
     for name, a, b in zip(("output", "dq", "dk", "dv"), got, want, strict=True):
         np.testing.assert_allclose(
             np.array(a), np.array(b), rtol=1e-5, atol=2e-6, err_msg=name
@@ -354,31 +363,14 @@ def test_without_masks_equals_dense(mode, causal, offset, q_chunk, k_chunk):
     whole run without a mask (`_Blocks.maskless`); outputs and gradients
     still equal dense attention."""
     q, k, v, _ = _inputs(seed=2)
-    mask = np.ones((1, 1, T, S), bool)
-    if causal:
-        mask = mask & np.array(ka_ops.causal_mask(T, S, offset))[None, None]
-
-    def dense(q, k, v):
-        return ka_ops.dot_product_attention(q, k, v, mask=mask)[0]
-
-    def chunked(q, k, v):
-        return chunked_attention(
-            q,
-            k,
-            v,
-            causal=causal,
-            causal_offset=offset,
-            query_chunk_size=q_chunk,
-            key_chunk_size=k_chunk,
-        )
-
-    run = _jit(_value_and_grads) if mode == "xla" else _value_and_grads
-    got = run(chunked, q, k, v)
-    want = _value_and_grads(dense, q, k, v)
-    for name, a, b in zip(("output", "dq", "dk", "dv"), got, want, strict=True):
-        np.testing.assert_allclose(
-            np.array(a), np.array(b), rtol=1e-5, atol=2e-6, err_msg=name
-        )
+    _assert_equals_dense(
+        mode,
+        (q, k, v),
+        causal=causal,
+        causal_offset=offset,
+        query_chunk_size=q_chunk,
+        key_chunk_size=k_chunk,
+    )
 
 
 @pytest.mark.parametrize(
