@@ -614,14 +614,9 @@ class _Kernel:
 
             def body(i, carry, masked=True):
                 dq_b, dk, dv, d_extra = carry
-                if masked:
-                    dq, dk_i, dv_i, d_ex = self.visible_block_gradients(
-                        i, j, tensors, d_extra, score_fn, params, variables
-                    )
-                else:
-                    dq, dk_i, dv_i, d_ex = self.block_gradients(
-                        i, j, tensors, score_fn, params, variables, masked=False
-                    )
+                dq, dk_i, dv_i, d_ex = self.visible_block_gradients(
+                    i, j, tensors, d_extra, score_fn, params, variables, masked
+                )
                 dq_b = _add_block(dq_b, i, dq)
                 return dq_b, dk + dk_i, dv + dv_i, _add(d_extra, d_ex)
 
