@@ -122,3 +122,60 @@ def test_validation_holds_out_the_highest_ids_of_each_class():
     assert sorted(zip(labels[held_out], ids[held_out], strict=True)) == [
         (0, 8), (0, 9), (1, 8), (1, 9)
     ]  # fmt: skip
+
+
+def test_long_reviews_keep_their_first_and_last_sentences():
+    import tensorflow as tf
+
+    sentences = tf.ragged.constant([list("abcdef"), list("xy"), list("pqrs")])
+    kept = han_imdb.keep_sentences(sentences, num_sentences=4, last=1).to_list()
+    assert kept == [[b"a", b"b", b"c", b"f"], [b"x", b"y"], [b"p", b"q", b"r", b"s"]]
+    kept = han_imdb.keep_sentences(sentences, num_sentences=4, last=0).to_list()
+    assert kept[0] == [b"a", b"b", b"c", b"d"]
+    kept = han_imdb.keep_sentences(sentences, num_sentences=3, last=3).to_list()
+    assert kept == [[b"d", b"e", b"f"], [b"x", b"y"], [b"q", b"r", b"s"]]
+
+
+def test_cooccurrences_count_both_orders_by_inverse_distance():
+    # 0 = padding and 1 = OOV are not words; pairs never cross sentences.
+    sentences = np.array([[2, 3, 1, 4], [4, 2, 0, 0]])
+    counts = han_imdb.cooccurrences(sentences, vocabulary_size=5, window=2).toarray()
+    expected = np.zeros((5, 5))
+    for a, b, weight in [(2, 3, 1.0), (3, 4, 0.5), (4, 2, 1.0)]:
+        expected[a, b] += weight
+        expected[b, a] += weight
+    np.testing.assert_allclose(counts, expected)
+
+
+def test_ppmi_against_numpy():
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 5, size=(6, 6)).astype("float64")
+    counts = counts + counts.T
+    import scipy.sparse
+
+    result = han_imdb.ppmi(scipy.sparse.csr_matrix(counts), smoothing=0.75).toarray()
+    total = counts.sum()
+    word = counts.sum(1) / total
+    context = word**0.75 / np.sum(word**0.75)
+    with np.errstate(divide="ignore"):
+        pmi = np.log(counts / total / word[:, None] / context[None, :])
+    np.testing.assert_allclose(result, np.maximum(pmi, 0.0), rtol=1e-6)
+
+
+def test_words_of_the_same_contexts_get_the_same_direction():
+    # Words 2 and 3 ("good", "great") share their contexts (4-7), words 8 and
+    # 9 ("dull", "tedious") theirs (10-13): the first pair ends up closer
+    # to each other than to the second.
+    rng = np.random.default_rng(0)
+    docs = []
+    for _ in range(400):
+        pair, context = rng.choice([(2, 3), (8, 9)], 1)[0], rng.integers(0, 4, 3)
+        base = 4 if pair[0] == 2 else 10
+        docs.append([base + context[0], rng.choice(pair), base + context[1], 0])
+    docs = np.array(docs).reshape(100, 4, 4)
+    vectors = han_imdb.word_vectors(docs, vocabulary_size=14, dim=3)
+    assert vectors.shape == (14, 3) and vectors.dtype == np.float32
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    assert unit[2] @ unit[3] > 0.9
+    assert unit[2] @ unit[3] > unit[2] @ unit[8] + 0.5
+    assert unit[8] @ unit[9] > 0.9
