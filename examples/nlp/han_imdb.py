@@ -570,8 +570,8 @@ def parse_args(argv=None):
     add("--sentences", type=int, default=30, help="sentences kept per review (N)")
     add("--words", type=int, default=40, help="words kept per sentence (W)")
     add("--last-sentences", type=int, default=5,
-        help="of a longer review, keep its last sentences too: the first N - this "
-             "and the last this")  # fmt: skip
+        help="K: a review of more than N sentences keeps its first N - K and "
+             "its last K")  # fmt: skip
     add("--word-vectors", choices=("ppmi", "random"), default="ppmi",
         help="initial embeddings: PPMI-SVD vectors of the training reviews "
              "(the paper used word2vec) or Keras' random initialiser")  # fmt: skip
