@@ -1,8 +1,10 @@
 import keras
+from keras import ops
 
 from keras_attention.keras_compat import first_mask
 from keras_attention.layers.transformer_decoder_block import TransformerDecoderBlock
 from keras_attention.layers.universal_transformer_utils import UniversalTransformerBase
+from keras_attention.validation import check_cache
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -23,8 +25,17 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
     decoder position after `t`, whatever the later positions do. When the
     first call has no `encoder_sequence`, the block has no cross-attention
     (decoder-only). The encoder output is the same at every step (the
-    paper's decoder attends to the final encoder representation). There is
-    no KV cache: generate by calling the layer on the whole prefix.
+    paper's decoder attends to the final encoder representation).
+
+    Cached decoding: `self_attention_cache` `(B, max_steps, 2, T_max, N,
+    H)` holds the keys and values of every step (`[:, n]` is step `n`'s
+    `(B, 2, T_max, N, H)` cache, as keras-hub's); with
+    `self_attention_cache_update_index` the new positions are written at
+    that index at every step, the position encoding starts there, and the
+    layer returns the updated cache after the output. Every step reads
+    every position, halted or not (a halted one as its kept state), so
+    decoding one token at a time gives the full pass's outputs and halting.
+    Cross-attention projects `encoder_sequence` again at each call.
 
     Masks: `decoder_padding_mask` `(B, T)` and `encoder_padding_mask`
     `(B, S)` (True = real token), filled from the Keras masks of the two
@@ -50,11 +61,15 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
         encoder_padding_mask: `(B, S)`; filled from the Keras mask.
         use_causal_mask: bool, `True` by default.
         training: bool, whether dropout is active.
+        self_attention_cache: `(B, max_steps, 2, T_max, N, H)` or `None`.
+        self_attention_cache_update_index: int (or int tensor) position of
+            the first new token in the cache; needs `self_attention_cache`.
         return_halting: also return the dict `{"steps", "remainders"}` of
             float32 `(B, T)` tensors (see `UniversalTransformerEncoder`).
 
     Returns:
-        `(B, T, D)`, and the halting dict when asked.
+        `(B, T, D)`; then the halting dict when asked; then the updated
+        `self_attention_cache` when one was passed.
 
     Example:
 
@@ -86,6 +101,8 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
         encoder_sequence=None,
         decoder_padding_mask=None,
         encoder_padding_mask=None,
+        self_attention_cache=None,
+        self_attention_cache_update_index=None,
         use_causal_mask=True,
         training=None,
         return_halting=False,
@@ -97,21 +114,36 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
             encoder_sequence,
             decoder_padding_mask,
             encoder_padding_mask,
+            self_attention_cache,
+            self_attention_cache_update_index,
         )
+        new_caches = []
 
-        def block_step(x, training):
-            return self.block._forward(
+        def block_step(x, n, training):
+            cache = None if self_attention_cache is None else self_attention_cache[:, n]
+            result = self.block._forward(
                 x,
                 encoder_sequence,
                 decoder_padding_mask=decoder_padding_mask,
                 encoder_padding_mask=encoder_padding_mask,
+                self_attention_cache=cache,
+                self_attention_cache_update_index=self_attention_cache_update_index,
                 use_causal_mask=use_causal_mask,
                 training=training,
-            ).output
+            )
+            new_caches.extend(result.caches)
+            return result.output
 
+        start = self_attention_cache_update_index
         result = self._recur(
-            decoder_sequence, decoder_padding_mask, block_step, training
+            decoder_sequence,
+            decoder_padding_mask,
+            block_step,
+            training,
+            start_index=0 if start is None else start,
         )
+        if self_attention_cache is not None:
+            result = result._replace(caches=(ops.stack(new_caches, axis=1),))
         return result.keras_outputs(return_halting)
 
     def _check_call_arguments(
@@ -120,7 +152,12 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
         encoder_sequence,
         decoder_padding_mask,
         encoder_padding_mask,
+        self_attention_cache,
+        self_attention_cache_update_index,
     ):
+        self._check_cache(
+            decoder_sequence, self_attention_cache, self_attention_cache_update_index
+        )
         if encoder_sequence is not None:
             self.block._require_cross_attention()
         elif self.block.cross_attention is not None:
@@ -135,6 +172,32 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
             None,
             encoder_padding_mask,
             None,
+            None if self_attention_cache is None else self_attention_cache[:, 0],
             None,
-            None,
+        )
+
+    def _check_cache(self, decoder_sequence, cache, index):
+        """The cache's rank and step axis here; the rest of its shape by the
+        block's check on one step's slice."""
+        if cache is None:
+            if index is not None:
+                raise ValueError(
+                    "`self_attention_cache_update_index` needs a "
+                    "`self_attention_cache`. Received: self_attention_cache=None, "
+                    f"self_attention_cache_update_index={index}"
+                )
+            return
+        shape = tuple(cache.shape)
+        if len(shape) != 6 or shape[1] not in (None, self.max_steps):
+            raise ValueError(
+                "`self_attention_cache` must have shape (batch, max_steps, 2, "
+                f"max_length, num_heads, key_dim) with max_steps={self.max_steps}. "
+                f"Received: self_attention_cache.shape={shape}"
+            )
+        check_cache(
+            "self_attention_cache",
+            cache[:, 0],
+            decoder_sequence.shape[0],
+            self.block.kv_heads,
+            self.block.key_dim,
         )

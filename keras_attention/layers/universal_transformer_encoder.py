@@ -111,7 +111,7 @@ class UniversalTransformerEncoder(UniversalTransformerBase):
             inputs, padding_mask, attention_mask, self.num_heads, ""
         )
 
-        def block_step(x, training):
+        def block_step(x, n, training):
             return self.block._forward(
                 x,
                 padding_mask=padding_mask,

@@ -30,17 +30,22 @@ _HALTING_BIAS = 1.0
 
 
 class UniversalResult(NamedTuple):
-    """What one call computed: the `(B, T, D)` output, and the steps each
-    position took and its remainder, float32 `(B, T)` (0 at padding)."""
+    """What one call computed: the `(B, T, D)` output, the steps each
+    position took and its remainder, float32 `(B, T)` (0 at padding), and
+    the updated caches (empty without a cache)."""
 
     output: Any
     steps: Any
     remainders: Any
+    caches: tuple = ()
 
     def keras_outputs(self, return_halting):
-        if not return_halting:
-            return self.output
-        return self.output, {"steps": self.steps, "remainders": self.remainders}
+        """Keras' order: the output, the halting dict if asked, the caches."""
+        outputs = (self.output,)
+        if return_halting:
+            outputs += ({"steps": self.steps, "remainders": self.remainders},)
+        outputs += self.caches
+        return outputs[0] if len(outputs) == 1 else outputs
 
 
 def _check_number(name, value, low, high, low_open=True):
@@ -134,19 +139,23 @@ class UniversalTransformerBase(SequenceLayerMixin, FineTuningMixin, keras.layers
         if self.final_norm is not None:
             self.final_norm.build(shape)
 
-    def _recur(self, inputs, mask, block_step, training):
-        """`block_step` applied `max_steps` times with ACT (or without).
+    def _recur(self, inputs, mask, block_step, training, start_index=0):
+        """`block_step(x, n, training)` applied `max_steps` times with ACT
+        (or without).
 
         `s^0 = inputs`; at step `n` every running position gets
-        `s^n = block(s^{n-1} + P + S^n)` (`P` the position encoding, `S^n`
-        the timestep encoding of `n - 1`), a halted one keeps its state.
+        `s^n = block(s^{n-1} + P + S^n)` (`P` the position encoding from
+        `start_index`, `S^n` the timestep encoding of `n - 1`), a halted one
+        keeps its state. The block still reads every position at every step
+        (a halted one as `s + P + S^n`), so a cache written one position at
+        a time holds the same keys and values as the full pass.
         With halting the output is `sum_n p^n s^n` (ACT's update weights),
         without it `s^max_steps`. A Python loop, unrolled when compiled: the
         block's dropout draws new masks at each step (a seed generator
         inside `fori_loop` would leak JAX tracers), and `max_steps` is small.
         """
         width = inputs.shape[-1]
-        positions = self.position_encoding(inputs)  # (B, T, D)
+        positions = self.position_encoding(inputs, start_index=start_index)
         timesteps = self.position_encoding(
             ops.zeros((1, self.max_steps, width), self.compute_dtype)
         )  # (1, max_steps, D)
@@ -157,7 +166,7 @@ class UniversalTransformerBase(SequenceLayerMixin, FineTuningMixin, keras.layers
         state = inputs  # (B, T, D)
         output = ops.zeros(ops.shape(inputs), "float32")
         for n in range(self.max_steps):
-            new = block_step(state + positions + timesteps[:, n : n + 1], training)
+            new = block_step(state + positions + timesteps[:, n : n + 1], n, training)
             if not self.halting:
                 state = new
                 continue

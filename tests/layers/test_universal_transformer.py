@@ -200,6 +200,73 @@ def test_decoder_is_causal_and_padding_invariant(rng, with_encoder):
         testing.check_padding_invariance(layer, x, mask_argument="decoder_padding_mask")
 
 
+def _decode_one_at_a_time(layer, x, enc, jit):
+    """Outputs and steps of the decoder fed one position per call through its
+    cache, each call compiled with XLA."""
+    b, t = x.shape[:2]
+    heads, width = layer.num_heads, x.shape[-1]
+    cache = ops.zeros((b, layer.max_steps, 2, t, heads, width // heads))
+
+    def step(token, enc, cache, index):
+        args = (token,) if enc is None else (token, enc)
+        return layer(
+            *args,
+            self_attention_cache=cache,
+            self_attention_cache_update_index=index,
+            return_halting=True,
+        )
+
+    step = jit(step)
+    outputs, steps = [], []
+    for i in range(t):
+        output, halting, cache = step(x[:, i : i + 1], enc, cache, i)
+        outputs.append(_np(output))
+        steps.append(_np(halting["steps"]))
+    return np.concatenate(outputs, 1), np.concatenate(steps, 1)
+
+
+@pytest.mark.parametrize("halting", [True, False])
+@pytest.mark.parametrize("with_encoder", [True, False])
+def test_cached_decoding_equals_the_full_pass(rng, jit, halting, with_encoder):
+    """Token by token through the per-step cache (compiled) = one call on
+    the whole sequence, with positions halting after different steps."""
+    x = rng.normal(size=(2, 5, 4)).astype("float32")
+    enc = rng.normal(size=(2, 3, 6)).astype("float32") if with_encoder else None
+    args = (x,) if enc is None else (x, enc)
+    layer = _decoder(halting=halting)
+    layer(*args)
+    if halting:
+        kernel, bias = layer.halting_unit.weights
+        kernel.assign(3.0 * kernel)
+        bias.assign([0.0])
+    full, info = layer(*args, return_halting=True)
+    outputs, steps = _decode_one_at_a_time(layer, x, enc, jit)
+    np.testing.assert_allclose(outputs, _np(full), atol=1e-5)
+    np.testing.assert_array_equal(steps, _np(info["steps"]))
+    if halting:
+        assert len(np.unique(steps)) > 1
+
+
+def test_decoder_cache_arguments_are_checked(rng):
+    x = rng.normal(size=(2, 3, 4)).astype("float32")
+    layer = _decoder()
+    layer(x)
+    with pytest.raises(ValueError, match="max_steps=4.*shape=\\(2, 3, 2, 3, 2, 2\\)"):
+        layer(
+            x[:, :1],
+            self_attention_cache=ops.zeros((2, 3, 2, 3, 2, 2)),
+            self_attention_cache_update_index=0,
+        )
+    with pytest.raises(ValueError, match="`self_attention_cache` must have shape"):
+        layer(
+            x[:, :1],
+            self_attention_cache=ops.zeros((2, 4, 2, 3, 1, 4)),
+            self_attention_cache_update_index=0,
+        )
+    with pytest.raises(ValueError, match="needs a `self_attention_cache`"):
+        layer(x[:, :1], self_attention_cache_update_index=0)
+
+
 def test_decoder_without_cross_attention_refuses_an_encoder_and_vice_versa(rng):
     x = rng.normal(size=(2, 3, 4)).astype("float32")
     only = _decoder()
