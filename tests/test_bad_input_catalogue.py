@@ -512,6 +512,22 @@ CASES = [
         "ponder_cost_weight=-1.0",
     ),
     (
+        "ut-freeze_halted-not-bool",
+        lambda: L.UniversalTransformerEncoder(2, 8, freeze_halted="no"),
+        "freeze_halted",
+        "freeze_halted='no'",
+    ),
+    (
+        "ut-decoder-cache-steps",
+        lambda: L.UniversalTransformerDecoder(2, 8, max_steps=3)(
+            _x(2, 1, 4),
+            self_attention_cache=_x(2, 2, 2, 5, 2, 2),
+            self_attention_cache_update_index=0,
+        ),
+        "self_attention_cache",
+        "self_attention_cache.shape=(2, 2, 2, 5, 2, 2)",
+    ),
+    (
         "ut-padding_mask-length",
         lambda: L.UniversalTransformerEncoder(2, 8)(
             _x(2, 5, 4), padding_mask=_ones(2, 6)

@@ -51,6 +51,9 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
         halting_threshold: `1 - epsilon` of ACT, in (0, 1].
         ponder_cost_weight: `tau`, the weight of the ponder cost (0: none).
         max_wavelength: of the position and timestep encodings.
+        freeze_halted: whether a halted position's state stops changing
+            (`True`) or goes on being transformed for the others' attention
+            (`False`, tensor2tensor's code); see `UniversalTransformerEncoder`.
         **kwargs: the block's arguments (see `TransformerDecoderBlock`)
             and base layer arguments (`name`, `dtype`, ...).
 

@@ -23,8 +23,11 @@ class UniversalTransformerEncoder(UniversalTransformerBase):
     position halts at the first step `N` where `sum_{n<=N} h^n >=
     halting_threshold` (or at `max_steps`), its remainder is
     `R = 1 - sum_{n<N} h^n`, and its output is `sum_{n<N} h^n s^n + R s^N`.
-    A halted position keeps its state (the other positions still attend to
-    it) and its output stops changing. The ponder cost
+    A halted position's output stops changing; its state is kept as it was
+    (the other positions attend to that; `freeze_halted=True`, the paper's
+    text) or, as in the paper's code (tensor2tensor), goes on being
+    transformed by the block for the other positions to read
+    (`freeze_halted=False`). The ponder cost
     `ponder_cost_weight * mean(N + R)` over the real positions is added
     with `add_loss`, so `model.fit` minimises it with the task loss. With
     `halting=False` the output is `s^max_steps` (a fixed-depth UT). The
@@ -49,6 +52,12 @@ class UniversalTransformerEncoder(UniversalTransformerBase):
         ponder_cost_weight: `tau`, the weight of the ponder cost added to
             the loss (0 adds none); 0.01 as in the paper's code.
         max_wavelength: of the position and timestep encodings.
+        freeze_halted: with halting, whether a halted position's state
+            stops changing (`True`: "its state is simply copied to the next
+            step", section 2.2) or the block goes on transforming it for
+            the others' attention (`False`: tensor2tensor's
+            `adaptive_universal_transformer`); its output stops changing
+            either way, and the steps and ponder cost are the same.
         **kwargs: the block's arguments (`dropout`, `attention_dropout`,
             `activation`, `normalize_first`, `layer_norm_epsilon`,
             `kernel_initializer`, `bias_initializer`, `seed`,

@@ -22,7 +22,6 @@ from keras_attention.ops.act import initial_halting_state
 from keras_attention.ops.act import ponder_cost
 from keras_attention.validation import check_positive_int
 
-_UT_ARGS = ("max_steps", "halting", "halting_threshold", "ponder_cost_weight")
 _BASE_LAYER_ARGS = ("name", "dtype", "trainable", "autocast")
 # T2T's `act_halting_bias_init`: sigmoid(1) = 0.73, so an untrained
 # position halts after about two steps rather than one or `max_steps`.
@@ -81,16 +80,18 @@ class UniversalTransformerBase(SequenceLayerMixin, FineTuningMixin, keras.layers
         halting_threshold=0.99,
         ponder_cost_weight=0.01,
         max_wavelength=10000,
+        freeze_halted=True,
         **kwargs,
     ):
         base = {k: kwargs.pop(k) for k in _BASE_LAYER_ARGS if k in kwargs}
         super().__init__(**base)
         check_positive_int("max_steps", max_steps)
-        if not isinstance(halting, bool):
-            raise ValueError(
-                f"Invalid argument `halting`: `halting` must be True or False. "
-                f"Received: halting={halting!r}"
-            )
+        for name, value in (("halting", halting), ("freeze_halted", freeze_halted)):
+            if not isinstance(value, bool):
+                raise ValueError(
+                    f"Invalid argument `{name}`: `{name}` must be True or False. "
+                    f"Received: {name}={value!r}"
+                )
         _check_number("halting_threshold", halting_threshold, 0.0, 1.0)
         _check_number(
             "ponder_cost_weight", ponder_cost_weight, 0.0, float("inf"), False
@@ -99,6 +100,7 @@ class UniversalTransformerBase(SequenceLayerMixin, FineTuningMixin, keras.layers
         self.halting = halting
         self.halting_threshold = halting_threshold
         self.ponder_cost_weight = ponder_cost_weight
+        self.freeze_halted = freeze_halted
         self.position_encoding = SinusoidalPositionEncoding(
             max_wavelength, dtype=self.dtype_policy, name="position_encoding"
         )
@@ -146,9 +148,11 @@ class UniversalTransformerBase(SequenceLayerMixin, FineTuningMixin, keras.layers
         `s^0 = inputs`; at step `n` every running position gets
         `s^n = block(s^{n-1} + P + S^n)` (`P` the position encoding from
         `start_index`, `S^n` the timestep encoding of `n - 1`), a halted one
-        keeps its state. The block still reads every position at every step
-        (a halted one as `s + P + S^n`), so a cache written one position at
-        a time holds the same keys and values as the full pass.
+        keeps its state (`freeze_halted=True`) or, as in tensor2tensor, goes
+        on being transformed for the others to read (`False`; its output
+        stops changing either way). The block reads every position at every
+        step, so a cache written one position at a time holds the same keys
+        and values as the full pass.
         With halting the output is `sum_n p^n s^n` (ACT's update weights),
         without it `s^max_steps`. A Python loop, unrolled when compiled: the
         block's dropout draws new masks at each step (a seed generator
@@ -175,7 +179,9 @@ class UniversalTransformerBase(SequenceLayerMixin, FineTuningMixin, keras.layers
                 act, halting, self.halting_threshold, n == self.max_steps - 1
             )
             output = output + weights[..., None] * ops.cast(new, "float32")
-            state = ops.where(running[..., None], new, state)
+            if self.freeze_halted:
+                new = ops.where(running[..., None], new, state)
+            state = new
         if self.halting:
             output = ops.cast(output, self.compute_dtype)
             if self.ponder_cost_weight:
@@ -198,5 +204,6 @@ class UniversalTransformerBase(SequenceLayerMixin, FineTuningMixin, keras.layers
             "halting_threshold": self.halting_threshold,
             "ponder_cost_weight": self.ponder_cost_weight,
             "max_wavelength": self.max_wavelength,
+            "freeze_halted": self.freeze_halted,
             "dtype": self._dtype_config(),
         }

@@ -30,7 +30,8 @@ def _sinusoid(positions, width):
 
 
 def reference(layer, x, real, block_step):
-    """The UT of Dehghani et al. with Graves' ACT, step by step.
+    """The UT of Dehghani et al. with Graves' ACT, step by step; a halted
+    position's state is copied on (`layer.freeze_halted`) or transformed on.
 
     `block_step(s)` applies the layer's shared block; the halting unit's
     weights are read from the layer; all the rest is NumPy.
@@ -55,6 +56,8 @@ def reference(layer, x, real, block_step):
         new = _np(block_step((state + positions + timesteps[n]).astype("float32")))
         h = 1 / (1 + np.exp(-(new @ kernel + bias)[..., 0]))  # (B, T)
         last = n == layer.max_steps - 1
+        if not layer.freeze_halted:  # tensor2tensor: every state goes on
+            state = new.copy()
         for i in range(b):
             for j in range(t):
                 if halted[i, j]:
@@ -80,15 +83,23 @@ def _encoder_block_step(layer, real):
     return lambda s: layer.block(s, padding_mask=real)
 
 
-@pytest.mark.parametrize("normalize_first", [False, True])
-def test_encoder_with_act_matches_the_step_by_step_reference(rng, normalize_first):
+@pytest.mark.parametrize(
+    "normalize_first, freeze_halted", [(False, True), (True, True), (True, False)]
+)
+def test_encoder_with_act_matches_the_step_by_step_reference(
+    rng, normalize_first, freeze_halted
+):
     x = rng.normal(size=(2, 6, 4)).astype("float32")
     real = np.array([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]], bool)
-    layer = _encoder(normalize_first=normalize_first, ponder_cost_weight=0.05)
+    layer = _encoder(
+        normalize_first=normalize_first,
+        ponder_cost_weight=0.05,
+        freeze_halted=freeze_halted,
+    )
     layer(x)
     kernel, bias = layer.halting_unit.weights
-    kernel.assign(3.0 * kernel)  # h spread around 0.5: N varies
-    bias.assign([0.0])
+    kernel.assign(6.0 * kernel)  # h spread widely: N varies
+    bias.assign([-1.0])
     output, halting = layer(x, padding_mask=real, return_halting=True)
     expected, steps, remainders = reference(
         layer, x, real, _encoder_block_step(layer, real)
@@ -100,6 +111,14 @@ def test_encoder_with_act_matches_the_step_by_step_reference(rng, normalize_firs
     np.testing.assert_allclose(_np(halting["remainders"]), remainders, atol=1e-6)
     # Halting varies across positions here (else the test proves little).
     assert len(np.unique(steps[real])) > 1
+    if not freeze_halted:  # the two semantics differ here
+        frozen = L.UniversalTransformerEncoder.from_config(
+            {**layer.get_config(), "freeze_halted": True}
+        )
+        frozen(x)
+        frozen.set_weights(layer.get_weights())
+        other = _np(frozen(x, padding_mask=real))
+        assert np.abs(other[real] - _np(output)[real]).max() > 1e-3
     (loss,) = layer.losses
     np.testing.assert_allclose(
         float(loss), 0.05 * (steps + remainders)[real].mean(), rtol=1e-5
@@ -219,21 +238,26 @@ def _decode_one_at_a_time(layer, x, enc, jit):
     step = jit(step)
     outputs, steps = [], []
     for i in range(t):
-        output, halting, cache = step(x[:, i : i + 1], enc, cache, i)
+        index = ops.convert_to_tensor(i, "int32")  # traced once, not per value
+        output, halting, cache = step(x[:, i : i + 1], enc, cache, index)
         outputs.append(_np(output))
         steps.append(_np(halting["steps"]))
     return np.concatenate(outputs, 1), np.concatenate(steps, 1)
 
 
-@pytest.mark.parametrize("halting", [True, False])
+@pytest.mark.parametrize(
+    "halting, freeze_halted", [(True, True), (True, False), (False, True)]
+)
 @pytest.mark.parametrize("with_encoder", [True, False])
-def test_cached_decoding_equals_the_full_pass(rng, jit, halting, with_encoder):
+def test_cached_decoding_equals_the_full_pass(
+    rng, jit, halting, freeze_halted, with_encoder
+):
     """Token by token through the per-step cache (compiled) = one call on
     the whole sequence, with positions halting after different steps."""
     x = rng.normal(size=(2, 5, 4)).astype("float32")
     enc = rng.normal(size=(2, 3, 6)).astype("float32") if with_encoder else None
     args = (x,) if enc is None else (x, enc)
-    layer = _decoder(halting=halting)
+    layer = _decoder(halting=halting, freeze_halted=freeze_halted)
     layer(*args)
     if halting:
         kernel, bias = layer.halting_unit.weights
@@ -330,6 +354,7 @@ def test_seq2seq_model_trains_under_xla(rng):
         ({"halting_threshold": 1.5}, "halting_threshold"),
         ({"ponder_cost_weight": -0.1}, "ponder_cost_weight"),
         ({"halting": "yes"}, "halting"),
+        ({"freeze_halted": 1}, "freeze_halted"),
         ({"dropout": 1.0}, "dropout"),
         ({"num_heads": 0}, "num_heads"),
     ],
