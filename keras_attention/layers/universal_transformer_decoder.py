@@ -175,7 +175,7 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
             None,
             encoder_padding_mask,
             None,
-            None if self_attention_cache is None else self_attention_cache[:, 0],
+            None,
             None,
         )
 

@@ -13,6 +13,7 @@ from keras import ops
 
 from keras_attention.initializers import fresh_initializer
 from keras_attention.layers.fine_tuning import FineTuningMixin
+from keras_attention.layers.results import LayerResult
 from keras_attention.layers.sinusoidal_position_encoding import (
     SinusoidalPositionEncoding,
 )
@@ -39,12 +40,12 @@ class UniversalResult(NamedTuple):
     caches: tuple = ()
 
     def keras_outputs(self, return_halting):
-        """Keras' order: the output, the halting dict if asked, the caches."""
-        outputs = (self.output,)
-        if return_halting:
-            outputs += ({"steps": self.steps, "remainders": self.remainders},)
-        outputs += self.caches
-        return outputs[0] if len(outputs) == 1 else outputs
+        """Keras' order (as `LayerResult`'s, the halting dict in the place of
+        the scores): the output, the halting dict if asked, the caches."""
+        halting = {"steps": self.steps, "remainders": self.remainders}
+        return LayerResult(self.output, halting, self.caches).keras_outputs(
+            return_halting
+        )
 
 
 def _check_number(name, value, low, high, low_open=True):
