@@ -130,9 +130,9 @@ task 19 (3.5-4.6 min per UT, 1.3-2.2 per Transformer), 17 on task 2
                             mean  4.3             3.5       15.2
                             < 5%  3 of 4          3 of 4    0 of 4
     2 two supp. facts (17)  1     9.7 (1.95)      7.7       9.8
-                            2     12.0 (1.42)     -         15.5
-                            3     10.7 (1.67)     -         14.0
-                            mean  10.8                      13.1
+                            2     12.0 (1.42)     11.6      15.5
+                            3     10.7 (1.67)     11.0      14.0
+                            mean  10.8            10.1      13.1
 
 Seed 1 of task 19 for UT+ACT, and of task 2 for the UTs, are the runs of
 the day before, `--models ut_act` and `--models ut_act ut_fixed` with the
@@ -144,10 +144,12 @@ ACT the error falls below 5% in 3 of 4 seeds, the Transformer of the
 same size in none; ACT's one miss (seed 1, 14.1%) is within the
 Transformer's range (12.2-19.4%). On task 2 nothing is solved in 17
 epochs, and UT+ACT is ahead in all three seeds, by 0.1, 3.5 and 3.3
-points (10.8% against 13.1% on average). What is not reproduced is the
-paper's scale: its UT solves all 20 tasks, and here the 3-minute
-protocol above leaves both models failing the same six of eight. With
-ACT the question ponders 5-6 steps and most facts halt after 1-2.
+points (10.8% against 13.1% on average; the UT without ACT 10.1%, its
+seeds 2 and 3 run alone with `--models ut_fixed`, 10-11 min each). What
+is not reproduced is the paper's scale: its UT solves all 20 tasks, and
+here the 3-minute protocol above leaves both models failing the same six
+of eight. With ACT the question ponders 5-6 steps and most facts halt
+after 1-2.
 
 Other settings, task 2 at 17 epochs, seed 1: `--halted-state copied`
 11.6% (1.73 steps); `--ponder-cost-weight 0.001` 9.9% (2.52 steps): a
