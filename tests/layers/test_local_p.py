@@ -144,15 +144,15 @@ def test_the_decoder_trains_compiled_and_reloads(rng, tmp_path):
     x = [rng.normal(size=(8, S, 8)), rng.normal(size=(8, 4, 5))]
     y = rng.normal(size=(8, 4, 3))
     model.compile("adam", "mse", jit_compile=True)
-    before = model.evaluate(x, y, verbose=0)
-    model.fit(x, y, epochs=5, verbose=0)
-    assert model.evaluate(x, y, verbose=0) < before
+    # One batch per epoch: the first epoch's loss is the untrained model's.
+    # (A compiled `evaluate` would cost a compilation of its own.)
+    losses = model.fit(x, y, epochs=5, verbose=0).history["loss"]
+    assert losses[-1] < losses[0]
     path = tmp_path / "local_p.keras"
     model.save(path)
     reloaded = keras.models.load_model(path)
-    np.testing.assert_allclose(
-        reloaded.predict(x, verbose=0), model.predict(x, verbose=0), atol=1e-5
-    )
+    # The trained model runs eagerly: one compiled `predict` is enough.
+    np.testing.assert_allclose(reloaded.predict(x, verbose=0), model(x), atol=1e-5)
 
 
 @pytest.mark.parametrize(
