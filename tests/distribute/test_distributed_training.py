@@ -19,7 +19,6 @@ measured differences are ~1e-7). The two workers must agree with each
 other to `WORKER_ATOL`.
 """
 
-import hashlib
 import os
 import pathlib
 import subprocess
@@ -61,20 +60,8 @@ def _run(command, timeout=TIMEOUT):
     return result
 
 
-_REFERENCES = {}
-
-
 def _reference(kind, initial_weights):
-    """The single-device run from `initial_weights`, trained once per process:
-    the mirrored and multi-worker tests start from the same weights."""
-    digest = hashlib.sha256()
-    for weight in initial_weights:
-        digest.update(np.ascontiguousarray(weight).tobytes())
-    key = (kind, digest.hexdigest())
-    if key not in _REFERENCES:
-        strategy = tf.distribute.get_strategy()
-        _REFERENCES[key] = dt.train(kind, strategy, initial_weights)
-    return _REFERENCES[key]
+    return dt.train(kind, tf.distribute.get_strategy(), initial_weights)
 
 
 def _assert_agree(distributed, reference, atol):
