@@ -356,7 +356,7 @@ def generate(model, prompt_ids, length, context, temperature, seed, num_samples)
         return tokens
 
     if keras.config.backend() == "tensorflow":
-        run = tf.function(run, jit_compile=True)
+        run = tf.function(run, jit_compile=True, autograph=False)
     seed = ka.decoding.sampling.seed_tensor(seed)
     return np.asarray(run(ops.convert_to_tensor(start), window, seed))
 

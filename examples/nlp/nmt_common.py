@@ -526,6 +526,7 @@ class Translator(tf.Module):
     @tf.function(
         input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
         jit_compile=True,
+        autograph=False,  # no Python control flow on tensors; saves seconds of tracing
     )
     def translate_ids(self, source_ids):
         """`(B, S)` ids -> ids `(B, T)` and cross-attention `(B, L, N, T, S)`."""
@@ -541,7 +542,10 @@ class Translator(tf.Module):
         text = tf.strings.reduce_join(tf.gather(self.target_pieces, ids), axis=-1)
         return tf.strings.strip(tf.strings.regex_replace(text, "\u2581", " "))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    @tf.function(
+        input_signature=[tf.TensorSpec([None], tf.string, name="sentences")],
+        autograph=False,
+    )
     def __call__(self, sentences):
         ids, _ = self.translate_ids(self.tokenize(sentences))
         return self.detokenize(ids)

@@ -270,6 +270,7 @@ def main(argv=None):
         decode = tf.function(
             lambda x, width=width: model.decode(x, beam_width=width)[0],
             jit_compile=True,
+            autograph=False,
         )
         start = time.time()
         pointers = decode_all(decode, x_test)

@@ -270,7 +270,7 @@ def _compiled(model):
     if keras.config.backend() == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(lambda x: model(x), jit_compile=True)
+        return tf.function(lambda x: model(x), jit_compile=True, autograph=False)
     if keras.config.backend() == "jax":
         import jax
 

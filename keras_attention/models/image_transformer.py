@@ -275,6 +275,7 @@ class ImageTransformer(keras.Model):
                     lambda start, seed: self._sample(start, seed, *args),
                     jit_compile=True,
                     reduce_retracing=True,
+                    autograph=False,  # keras.ops code: nothing to convert
                 )
         else:
             return self._sample(start, seed, *args)

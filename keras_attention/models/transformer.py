@@ -439,6 +439,7 @@ class Transformer(keras.Model):
                 lambda tokens, seed: self._search(tokens, seed, *args),
                 jit_compile=True,
                 reduce_retracing=True,
+                autograph=False,  # keras.ops code: nothing to convert
             )
         return self._generate_functions[args](encoder_tokens, seed)
 
