@@ -167,11 +167,47 @@ def dot_product_attention(
     plain = score_modifier is None and mask_modifier is None
     if plain and not return_weights and not (training and dropout_rate > 0):
         return _softmax_attention(query, key, value, mask), None
-    logits = ops.einsum("btnh,bsnh->bnts", query, key)  # (B, N, T, S)
+    logits = _logits(query, key)  # (B, N, T, S)
     weights = _modified_softmax(logits, mask, **modifiers)
     used = _dropout(weights, dropout_rate, seed, training)
-    output = ops.einsum("bnts,bsnh->btnh", ops.cast(used, value.dtype), value)
+    output = _weighted_values(ops.cast(used, value.dtype), value)
     return output, weights
+
+
+def _logits(query, key):
+    """`einsum("btnh,bsnh->bnts")`; under TensorFlow's XLA with the key's
+    gradient taken the fast way round (`_sum_over_queries`)."""
+    if not tensorflow_xla_context():
+        return ops.einsum("btnh,bsnh->bnts", query, key)
+
+    @ops.custom_gradient
+    def logits(q, k):
+        def grad(*args, upstream=None):
+            d_logits = args[0] if upstream is None else upstream
+            d_q = ops.einsum("bnts,bsnh->btnh", d_logits, k)
+            return d_q, _sum_over_queries(d_logits, q, True)
+
+        return ops.einsum("btnh,bsnh->bnts", q, k), grad
+
+    return logits(query, key)
+
+
+def _weighted_values(weights, value):
+    """`einsum("bnts,bsnh->btnh")`; under TensorFlow's XLA with the value's
+    gradient taken the fast way round (`_sum_over_queries`)."""
+    if not tensorflow_xla_context():
+        return ops.einsum("bnts,bsnh->btnh", weights, value)
+
+    @ops.custom_gradient
+    def weighted(w, v):
+        def grad(*args, upstream=None):
+            d_out = args[0] if upstream is None else upstream
+            d_w = ops.einsum("btnh,bsnh->bnts", d_out, v)
+            return d_w, _sum_over_queries(w, d_out, True)
+
+        return ops.einsum("bnts,bsnh->btnh", w, v), grad
+
+    return weighted(weights, value)
 
 
 def _modified_softmax(logits, mask, score_modifier, mask_modifier, query_offset):
@@ -302,7 +338,8 @@ def _softmax_attention(query, key, value, mask):
 
 
 def _sum_over_queries(scores, x, transposed):
-    """`einsum("bnts,btnh->bsnh", scores, x)`: the key-side gradients.
+    """`einsum("bnts,btnh->bsnh", scores, x)`: the key-side gradients (of
+    `_softmax_attention`, `_logits` and `_weighted_values`).
 
     The product sums over the first dimension of each `(T, S)` matrix.
     TensorFlow's XLA on a CPU runs such a batched product at 40-60 GFLOP/s
