@@ -185,7 +185,7 @@ def _logits(query, key):
         def grad(*args, upstream=None):
             d_logits = args[0] if upstream is None else upstream
             d_q = ops.einsum("bnts,bsnh->btnh", d_logits, k)
-            return d_q, _sum_over_queries(d_logits, q, True)
+            return d_q, _sum_over_queries(d_logits, q)
 
         return ops.einsum("btnh,bsnh->bnts", q, k), grad
 
@@ -203,7 +203,7 @@ def _weighted_values(weights, value):
         def grad(*args, upstream=None):
             d_out = args[0] if upstream is None else upstream
             d_w = ops.einsum("btnh,bsnh->bnts", d_out, v)
-            return d_w, _sum_over_queries(w, d_out, True)
+            return d_w, _sum_over_queries(w, d_out)
 
         return ops.einsum("bnts,bsnh->btnh", w, v), grad
 
@@ -304,7 +304,6 @@ def _softmax_attention(query, key, value, mask):
     passes over the largest tensor fewer each step, in graph mode where every
     op is a pass of its own (benchmarks/RESULTS.md, section 1).
     """
-    transposed = tensorflow_xla_context()  # see `_sum_over_queries`
 
     @ops.custom_gradient
     def attend(q, k, v):
@@ -320,7 +319,7 @@ def _softmax_attention(query, key, value, mask):
             # as the forward pass does for Q K^T.
             wide = "float32" if _is_float16(v.dtype) else v.dtype
             d_out_w, v_w = ops.cast(d_out, wide), ops.cast(v, wide)
-            d_v = _sum_over_queries(ops.cast(weights, wide), d_out_w, transposed)
+            d_v = _sum_over_queries(ops.cast(weights, wide), d_out_w)
             d_weights = ops.einsum("btnh,bsnh->bnts", d_out_w, v_w)
             delta = ops.sum(
                 ops.cast(d_out, "float32") * ops.cast(output, "float32"), axis=-1
@@ -329,7 +328,7 @@ def _softmax_attention(query, key, value, mask):
             d_logits = weights * (ops.cast(d_weights, "float32") - delta)
             d_logits = ops.cast(d_logits, q.dtype)
             d_q = ops.einsum("bnts,bsnh->btnh", d_logits, k)
-            d_k = _sum_over_queries(d_logits, q, transposed)
+            d_k = _sum_over_queries(d_logits, q)
             return d_q, d_k, ops.cast(d_v, v.dtype)
 
         return output, grad
@@ -337,7 +336,7 @@ def _softmax_attention(query, key, value, mask):
     return attend(query, key, value)
 
 
-def _sum_over_queries(scores, x, transposed):
+def _sum_over_queries(scores, x):
     """`einsum("bnts,btnh->bsnh", scores, x)`: the key-side gradients (of
     `_softmax_attention`, `_logits` and `_weighted_values`).
 
@@ -345,14 +344,14 @@ def _sum_over_queries(scores, x, transposed):
     TensorFlow's XLA on a CPU runs such a batched product at 40-60 GFLOP/s
     where the same product with the sum over the last dimension runs at
     65-95 (`(64, L, L)` by `(64, L, 64)`, L = 512: 43 ms against 33 ms;
-    L = 1024: 210 against 91 ms). With `transposed` the product is taken the
-    fast way round, `x^T scores` `(B, N, H, S)`, and the small result is
+    L = 1024: 210 against 91 ms). Under TensorFlow's XLA the product is
+    taken the fast way round, `x^T scores` `(B, N, H, S)`, and the small result is
     transposed. In graph mode (oneDNN) and under JAX's XLA the transposed
     form did not pay (the layer: 1.00-1.06x Keras' time in graph mode
     against 0.91-1.02x; JAX, the attention alone: 2-6% slower), so they keep
     the einsum (benchmarks/RESULTS.md, "the key-side gradients").
     """
-    if not transposed:
+    if not tensorflow_xla_context():
         return ops.einsum("bnts,btnh->bsnh", scores, x)
     return ops.transpose(ops.einsum("btnh,bnts->bnhs", x, scores), (0, 3, 1, 2))
 
