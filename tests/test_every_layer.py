@@ -14,7 +14,8 @@ harness. Adding a layer is three lines:
 Each case gets: config round trip, `.keras` (safe_mode) and SavedModel
 save/load with identical outputs, finite outputs and gradients under
 `mixed_float16`/`mixed_bfloat16` on inputs scaled by 1e4, and a
-`fit(jit_compile=True)`. Layers with a causal mode or a key padding mask
+`fit(jit_compile=True)` (in `make test-large` only for the classes that
+`test_implicit_masks.py` already trains compiled, `FIT_UNDER_MASKS`). Layers with a causal mode or a key padding mask
 should also appear in `CAUSAL_CASES` / `PADDING_CASES`.
 """
 
@@ -291,6 +292,24 @@ SLOW_CASES = [
     pytest.param(case, marks=pytest.mark.large) if "/" in case else case
     for case in CASES
 ]
+# Classes whose compiled fit `tests/test_implicit_masks.py` already runs in
+# `make test`, with padding masks and a check on the gradients: the unmasked
+# compiled fit below repeats that XLA compilation (5-19 s per class with both
+# test workers busy) and runs for them in `make test-large` only.
+FIT_UNDER_MASKS = {
+    "AttentionPooling", "AttentionRNNCell", "AttentionRNNDecoder",
+    "BahdanauAttention", "LuongAttention", "MultiHeadAttention",
+    "MultiHeadSelfAttention", "NeuralTuringMachineCell", "PointerAttention",
+    "ScoredAttention", "TransformerDecoder", "TransformerDecoderBlock",
+    "TransformerEncoder", "TransformerEncoderBlock",
+    "UniversalTransformerDecoder", "UniversalTransformerEncoder",
+}  # fmt: skip
+FIT_CASES = [
+    pytest.param(case, marks=pytest.mark.large)
+    if "/" in case or case in FIT_UNDER_MASKS
+    else case
+    for case in CASES
+]
 
 
 def _class_name(case):
@@ -340,7 +359,16 @@ def test_mixed_precision(case):
     testing.check_mixed_precision(lambda: LAYER_CASES[case]()[0], inputs)
 
 
-@pytest.mark.parametrize("case", SLOW_CASES)
+def test_classes_left_to_test_large_have_a_compiled_fit_under_masks():
+    """`FIT_UNDER_MASKS` names only classes that the implicit-mask suite
+    trains under compiled fit in `make test` (its main case, not a variant)."""
+    from test_implicit_masks import CASES as MASK_CASES
+
+    assert FIT_UNDER_MASKS <= set(MASK_CASES)
+    assert FIT_UNDER_MASKS <= set(CASES)
+
+
+@pytest.mark.parametrize("case", FIT_CASES)
 def test_jit_compile_fit(case):
     layer, inputs = LAYER_CASES[case]()
     model = testing.make_model(layer, inputs)

@@ -26,6 +26,7 @@ must draw the very same mask without storing it.
 """
 
 import contextlib
+import functools
 import math
 
 from keras import ops
@@ -168,6 +169,10 @@ def chunked_attention(
 ):
     """Exact attention in O(L) memory, forward and backward.
 
+    Under TensorFlow's XLA the heads may be attended in groups, one after
+    another, so that each block fits a CPU's cache (`_head_groups`); the
+    result is the same.
+
     Args:
         query: `(B, T, N, H)`.
         key: `(B, S, N, H)`.
@@ -208,24 +213,76 @@ def chunked_attention(
     """
     dropout_rate = _check_dropout(dropout_rate, dropout_seed)
     preferred = getattr(mask_modifier, "chunk_size", None) or default_chunk_size()
-    query_chunk_size = query_chunk_size or preferred
-    key_chunk_size = key_chunk_size or preferred
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
-    blocks = _Blocks(
-        query,
-        key,
-        key_mask,
-        causal,
-        causal_offset,
-        attention_mask,
-        sliding_window,
-        mask_modifier,
-        _chunk_size(query_chunk_size, query.shape[1]),
-        _chunk_size(key_chunk_size, key.shape[1]),
+    blocks = dict(
+        key_mask=key_mask,
+        causal=causal,
+        offset=causal_offset,
+        attention_mask=attention_mask,
+        sliding_window=sliding_window,
+        mask_modifier=mask_modifier,
+        cq=_chunk_size(query_chunk_size or preferred, query.shape[1]),
+        ck=_chunk_size(key_chunk_size or preferred, key.shape[1]),
     )
+    attend = functools.partial(
+        _attention,
+        scale=scale,
+        dropout=(dropout_rate, dropout_seed),
+        score_modifier=score_modifier,
+    )
+    groups = _head_groups(query, blocks, dropout_rate)
+    if len(groups) == 1:
+        return attend(query, key, value, blocks)
+    outputs = [
+        attend(
+            query[:, :, heads],
+            key[:, :, heads],
+            value[:, :, heads],
+            {**blocks, "head_offset": heads.start},
+        )
+        for heads in groups
+    ]
+    return ops.concatenate(outputs, axis=2)
+
+
+# Under TensorFlow's XLA the heads are attended in groups whose block
+# tensors `(B, heads, cq, ck)` hold at most this many float32 values (1 MiB):
+# measured (benchmarks/RESULTS.md, 2026-12-02, causal forward+backward,
+# 256-blocks, 2-core CPU with 2 MiB of L2), B=1 and 8 heads in two groups of
+# 4 took 0.88-0.93x the time of one group of 8 at L=4096-16384; groups of 2
+# heads took 1.27x (more blocks, each too small). B=4: one head per group
+# 0.94x, two 0.92x.
+TENSORFLOW_XLA_BLOCK_VALUES = 256 * 1024
+
+
+def _head_groups(query, blocks, dropout_rate):
+    """Slices of the head axis to attend one after another: one slice (all
+    heads) unless TensorFlow compiles with XLA, the batch size is static,
+    there is no dropout (its keep mask hashes the head's index within the
+    call) and no explicit `attention_mask` (each group would chunk its own
+    copy, `T S` bytes each). Modifiers see the heads' absolute indices
+    (`_Blocks.indices`)."""
+    heads, batch = query.shape[2], query.shape[0]
+    if (
+        not tensorflow_xla_context()
+        or not isinstance(batch, int)
+        or dropout_rate > 0
+        or blocks["attention_mask"] is not None
+    ):
+        return [slice(None)]
+    block = max(batch * blocks["cq"] * blocks["ck"], 1)  # values per head
+    count = -(-heads // max(TENSORFLOW_XLA_BLOCK_VALUES // block, 1))
+    bounds = [heads * g // count for g in range(count + 1)]
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _attention(query, key, value, blocks, scale, dropout, score_modifier):
+    """`chunked_attention` of all the heads of `query`, `key` and `value`;
+    `blocks`: the arguments of `_Blocks`, `dropout`: `(rate, seed)`."""
+    blocks = _Blocks(query, key, **blocks)
     score_fn, params = _score_function(score_modifier, blocks)
-    kernel = _Kernel(blocks, dropout_rate, dropout_seed)
+    kernel = _Kernel(blocks, *dropout)
 
     @ops.custom_gradient
     def _attend(q_in, k_in, v_in, *param_values):
@@ -336,8 +393,10 @@ class _Blocks:
         mask_modifier,
         cq,
         ck,
+        head_offset=0,
     ):
         self.cq, self.ck = cq, ck
+        self.head_offset = head_offset  # of the first head, in a group
         self.t_len, self.s_len = ops.shape(query)[1], ops.shape(key)[1]
         self.batch, self.heads = ops.shape(key)[0], query.shape[2]
         self.n_q = (self.t_len + cq - 1) // cq
@@ -378,8 +437,12 @@ class _Blocks:
         return q_pos, k_pos
 
     def indices(self, i, j):
-        """`(batch, head, query, key)` indices of block `(i, j)`."""
-        return mods.position_indices(self.batch, self.heads, *self.positions(i, j))
+        """`(batch, head, query, key)` indices of block `(i, j)`; heads
+        numbered from `head_offset`."""
+        batch, head, query, key = mods.position_indices(
+            self.batch, self.heads, *self.positions(i, j)
+        )
+        return batch, head + self.head_offset, query, key
 
     def mask(self, i, j):
         """`(B', N', cq, ck)` boolean mask of query chunk i against key chunk j."""

@@ -1,3 +1,6 @@
+import functools
+import importlib
+
 import keras
 import numpy as np
 import pytest
@@ -344,6 +347,90 @@ def test_default_blocks_under_xla_equal_dense_past_one_block():
     got = ops.convert_to_numpy(_jit(chunked)(None, q, k, v))
     want = ka_ops.dot_product_attention(q, k, v, mask=mask)[0]
     np.testing.assert_allclose(got, ops.convert_to_numpy(want), atol=1e-5)
+
+
+def _record_head_groups(monkeypatch):
+    """The number of heads of each group `chunked_attention` attends."""
+    module = importlib.import_module("keras_attention.ops.chunked_attention")
+    attend, sizes = module._attention, []
+
+    def spy(query, *args, **kwargs):
+        sizes.append(query.shape[2])
+        return attend(query, *args, **kwargs)
+
+    monkeypatch.setattr(module, "_attention", spy)
+    # Blocks of (B=2, heads, 8, 6): two heads per group (192 values).
+    monkeypatch.setattr(module, "TENSORFLOW_XLA_BLOCK_VALUES", 200)
+    return sizes
+
+
+@pytest.mark.parametrize("causal, offset", [(True, 3), (False, 0)])
+def test_heads_in_groups_under_tensorflow_xla_equal_dense(monkeypatch, causal, offset):
+    """Under TensorFlow's XLA the heads are attended in groups whose block
+    tensors stay small (`_head_groups`); outputs and gradients still equal
+    dense attention. Other backends and modes attend all heads at once."""
+    sizes = _record_head_groups(monkeypatch)
+    q, k, v, key_mask = _inputs(seed=3)
+    _assert_equals_dense(
+        "xla",
+        (q, k, v),
+        key_mask=key_mask,
+        causal=causal,
+        causal_offset=offset,
+        query_chunk_size=8,
+        key_chunk_size=6,
+    )
+    groups = [1, 2] if keras.backend.backend() == "tensorflow" else [3]
+    assert sizes and sizes == groups * (len(sizes) // len(groups))
+
+
+def test_heads_stay_in_one_group_with_dropout_or_an_explicit_mask(monkeypatch):
+    """Dropout's keep mask hashes the head's index within the call, and each
+    group would chunk its own copy of an explicit mask: all heads go at
+    once."""
+    sizes = _record_head_groups(monkeypatch)
+    q, k, v, _ = _inputs(seed=4)
+    variants = [
+        dict(dropout_rate=0.5, dropout_seed=ops.convert_to_tensor([1, 2], "int32")),
+        dict(attention_mask=np.tril(np.ones((B, T, S), bool), 2)),
+    ]
+    for kwargs in variants:
+        attend = functools.partial(chunked_attention, **kwargs)
+        _jit(lambda _, q, k, v, attend=attend: attend(q, k, v))(None, q, k, v)
+    assert sizes == [N] * len(variants)
+
+
+@pytest.mark.tf_only(reason="heads are grouped under TensorFlow's XLA only")
+def test_grouped_heads_give_modifiers_their_index_in_the_whole_call(monkeypatch):
+    """Heads in groups: a learned per-head bias (a variable) and a mask that
+    differs by head see each head's index among all heads, so the output
+    and the gradients, the bias's too, equal dense attention's."""
+    import tensorflow as tf
+
+    sizes = _record_head_groups(monkeypatch)
+    q, k, v, _ = _inputs(seed=5)
+    slopes = keras.Variable(np.array([-1.0, 0.5, 2.0], "float32"))
+
+    def score(s, b, h, qi, ki):
+        return s + ops.take(slopes, h) * ops.cast(qi - ki, s.dtype) / T
+
+    def mask(b, h, qi, ki):
+        return qi + 2 * h >= ki  # head h sees 2 h keys ahead
+
+    def grads(attend):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v])
+            out = attend(q, k, v, score_modifier=score, mask_modifier=mask)
+            loss = tf.reduce_sum(out * tf.cos(out))
+        return [out, *tape.gradient(loss, [q, k, v, slopes])]
+
+    chunked = functools.partial(chunked_attention, query_chunk_size=8, key_chunk_size=6)
+    got = tf.function(lambda: grads(chunked), jit_compile=True)()
+    dense = functools.partial(ka_ops.multi_head_attention, attention_impl="dense")
+    want = grads(lambda *args, **kwargs: dense(*args, **kwargs)[0])
+    for name, a, b in zip(("out", "dq", "dk", "dv", "dslopes"), got, want, strict=True):
+        np.testing.assert_allclose(np.array(a), np.array(b), atol=1e-5, err_msg=name)
+    assert sizes == [1, 2]
 
 
 @pytest.mark.parametrize(
