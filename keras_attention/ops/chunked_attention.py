@@ -29,6 +29,7 @@ import contextlib
 import functools
 import math
 
+import keras
 from keras import ops
 
 from keras_attention.ops import modifiers as mods
@@ -169,9 +170,9 @@ def chunked_attention(
 ):
     """Exact attention in O(L) memory, forward and backward.
 
-    Under TensorFlow's XLA the heads may be attended in groups, one after
-    another, so that each block fits a CPU's cache (`_head_groups`); the
-    result is the same.
+    On a CPU, under TensorFlow's XLA or JAX, the heads may be attended in
+    groups, one after another, so that each block fits the cache
+    (`_head_groups`); the result is the same.
 
     Args:
         query: `(B, T, N, H)`.
@@ -246,35 +247,51 @@ def chunked_attention(
     return ops.concatenate(outputs, axis=2)
 
 
-# Under TensorFlow's XLA the heads are attended in groups whose block
-# tensors `(B, heads, cq, ck)` hold at most this many float32 values (1 MiB):
-# measured (benchmarks/RESULTS.md, 2026-12-02, causal forward+backward,
-# 256-blocks, 2-core CPU with 2 MiB of L2), B=1 and 8 heads in two groups of
-# 4 took 0.88-0.93x the time of one group of 8 at L=4096-16384; groups of 2
-# heads took 1.27x (more blocks, each too small). B=4: one head per group
-# 0.94x, two 0.92x.
-TENSORFLOW_XLA_BLOCK_VALUES = 256 * 1024
+# On a CPU (TensorFlow's XLA, JAX) the heads are attended in groups whose
+# block tensors `(B, heads, cq, ck)` hold at most this many float32 values
+# (1 MiB). Measured (benchmarks/RESULTS.md, 2026-12-02; causal
+# forward+backward, 2-core CPU with 2 MiB of L2), time against one group of
+# all 8 heads: TensorFlow's XLA with 256-blocks, B=1, two groups of 4 heads
+# 0.88-0.93x at L=4096-16384, groups of 2 heads 1.27x (more blocks, each
+# too small); B=4, one head per group 0.94x. JAX with 512-blocks, one head
+# per group: B=1 0.88-0.93x at L=4096-8192, B=4 0.79x.
+CPU_BLOCK_VALUES = 256 * 1024
 
 
 def _head_groups(query, blocks, dropout_rate):
     """Slices of the head axis to attend one after another: one slice (all
-    heads) unless TensorFlow compiles with XLA, the batch size is static,
-    there is no dropout (its keep mask hashes the head's index within the
-    call) and no explicit `attention_mask` (each group would chunk its own
-    copy, `T S` bytes each). Modifiers see the heads' absolute indices
-    (`_Blocks.indices`)."""
+    heads) unless the work runs on a CPU under XLA or JAX, the batch size is
+    static, there is no dropout (its keep mask hashes the head's index
+    within the call) and no explicit `attention_mask` (each group would
+    chunk its own copy, `T S` bytes each). Modifiers see the heads' absolute
+    indices (`_Blocks.indices`)."""
     heads, batch = query.shape[2], query.shape[0]
     if (
-        not tensorflow_xla_context()
+        not _compiled_on_cpu()
         or not isinstance(batch, int)
         or dropout_rate > 0
         or blocks["attention_mask"] is not None
     ):
         return [slice(None)]
     block = max(batch * blocks["cq"] * blocks["ck"], 1)  # values per head
-    count = -(-heads // max(TENSORFLOW_XLA_BLOCK_VALUES // block, 1))
+    count = -(-heads // max(CPU_BLOCK_VALUES // block, 1))
     bounds = [heads * g // count for g in range(count + 1)]
     return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _compiled_on_cpu():
+    """TensorFlow tracing for XLA, or JAX, with no accelerator in sight: the
+    head groups are a measure of a CPU's cache (a GPU wants all heads in one
+    kernel)."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.default_backend() == "cpu"
+    if not tensorflow_xla_context():
+        return False
+    import tensorflow as tf
+
+    return not any(tf.config.list_logical_devices(kind) for kind in ("GPU", "TPU"))
 
 
 def _attention(query, key, value, blocks, scale, dropout, score_modifier):
