@@ -411,6 +411,39 @@ def test_heads_stay_in_one_group_with_dropout_or_an_explicit_mask(monkeypatch):
     assert sizes == [N] * len(variants)
 
 
+def test_grouped_heads_with_modifiers_equal_dense(monkeypatch):
+    """Heads in groups, compiled on either backend: a per-head bias and a
+    mask that differs by head see each head's index among all heads (JAX
+    hoists the slopes the bias closes over)."""
+    sizes = _record_head_groups(monkeypatch)
+    q, k, v, _ = _inputs(seed=6)
+    slopes = ops.convert_to_tensor(np.array([-1.0, 0.5, 2.0], "float32"))
+
+    def score(s, b, h, qi, ki):
+        return s + ops.take(slopes, h) * ops.cast(qi - ki, s.dtype) / T
+
+    def mask(b, h, qi, ki):
+        return qi + 2 * h >= ki
+
+    modifiers = dict(score_modifier=score, mask_modifier=mask)
+
+    def chunked(q, k, v):
+        return chunked_attention(
+            q, k, v, query_chunk_size=8, key_chunk_size=6, **modifiers
+        )
+
+    def dense(q, k, v):
+        return ka_ops.multi_head_attention(
+            q, k, v, attention_impl="dense", **modifiers
+        )[0]
+
+    got = _jit(_value_and_grads)(chunked, q, k, v)
+    want = _value_and_grads(dense, q, k, v)
+    for name, a, b in zip(("output", "dq", "dk", "dv"), got, want, strict=True):
+        np.testing.assert_allclose(np.array(a), np.array(b), atol=1e-5, err_msg=name)
+    assert sizes and sizes == [1, 2] * (len(sizes) // 2)
+
+
 @pytest.mark.tf_only(reason="the bias's gradient is taken with tf.GradientTape")
 def test_grouped_heads_give_modifiers_their_index_in_the_whole_call(monkeypatch):
     """Heads in groups: a learned per-head bias (a variable) and a mask that
