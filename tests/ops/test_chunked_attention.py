@@ -411,13 +411,9 @@ def test_heads_stay_in_one_group_with_dropout_or_an_explicit_mask(monkeypatch):
     assert sizes == [N] * len(variants)
 
 
-def test_grouped_heads_with_modifiers_equal_dense(monkeypatch):
-    """Heads in groups, compiled on either backend: a per-head bias and a
-    mask that differs by head see each head's index among all heads (JAX
-    hoists the slopes the bias closes over)."""
-    sizes = _record_head_groups(monkeypatch)
-    q, k, v, _ = _inputs(seed=6)
-    slopes = ops.convert_to_tensor(np.array([-1.0, 0.5, 2.0], "float32"))
+def _head_modifiers(slopes):
+    """A per-head bias `slopes[h] * (q - k) / T` and a mask through which
+    head `h` sees `2 h` keys ahead: both read the head index."""
 
     def score(s, b, h, qi, ki):
         return s + ops.take(slopes, h) * ops.cast(qi - ki, s.dtype) / T
@@ -425,7 +421,17 @@ def test_grouped_heads_with_modifiers_equal_dense(monkeypatch):
     def mask(b, h, qi, ki):
         return qi + 2 * h >= ki
 
-    modifiers = dict(score_modifier=score, mask_modifier=mask)
+    return dict(score_modifier=score, mask_modifier=mask)
+
+
+def test_grouped_heads_with_modifiers_equal_dense(monkeypatch):
+    """Heads in groups, compiled on either backend: a per-head bias and a
+    mask that differs by head see each head's index among all heads (JAX
+    hoists the slopes the bias closes over)."""
+    sizes = _record_head_groups(monkeypatch)
+    q, k, v, _ = _inputs(seed=6)
+    slopes = ops.convert_to_tensor(np.array([-1.0, 0.5, 2.0], "float32"))
+    modifiers = _head_modifiers(slopes)
 
     def chunked(q, k, v):
         return chunked_attention(
@@ -454,17 +460,12 @@ def test_grouped_heads_give_modifiers_their_index_in_the_whole_call(monkeypatch)
     sizes = _record_head_groups(monkeypatch)
     q, k, v, _ = _inputs(seed=5)
     slopes = keras.Variable(np.array([-1.0, 0.5, 2.0], "float32"))
-
-    def score(s, b, h, qi, ki):
-        return s + ops.take(slopes, h) * ops.cast(qi - ki, s.dtype) / T
-
-    def mask(b, h, qi, ki):
-        return qi + 2 * h >= ki  # head h sees 2 h keys ahead
+    modifiers = _head_modifiers(slopes)
 
     def grads(attend):
         with tf.GradientTape() as tape:
             tape.watch([q, k, v])
-            out = attend(q, k, v, score_modifier=score, mask_modifier=mask)
+            out = attend(q, k, v, **modifiers)
             loss = tf.reduce_sum(out * tf.cos(out))
         return [out, *tape.gradient(loss, [q, k, v, slopes])]
 
