@@ -91,6 +91,7 @@ import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
+from keras_attention.ops.chunked_attention import CPU_BLOCK_VALUES  # noqa: E402
 from keras_attention.ops.chunked_attention import TENSORFLOW_XLA_CHUNK_SIZE  # noqa: E402
 
 GIB = 1024**3
@@ -163,6 +164,40 @@ def matmul_ceiling(n, rounds):
         max(rounds, 3),
     )
     return 2 * n**3 / min(min(t) for t in times.values())
+
+
+def block_products_seconds(chunk, heads, dk, rounds, reps=64):
+    """Seconds of one block's seven products under XLA, `heads` heads of
+    `chunk`-sized blocks: the forward's Q K^T and P V, the backward's Q K^T
+    again, dO V^T, P^T dO, dS^T Q and dS K, in that order and with those
+    transposes, chained in a loop so that XLA hoists none. What the
+    attention's arithmetic takes at the rate XLA runs these shapes, without
+    the softmax, masks and loop around it (a rescale of the `(chunk, dk)`
+    carry keeps the values normal; it costs 1/chunk of a product)."""
+    k = tf.random.normal((1, heads, chunk, dk)) / dk**0.5
+    v = tf.random.normal((1, heads, chunk, dk)) / chunk**0.5
+    qk, pv = "bnqh,bnkh->bnqk", "bnqk,bnkh->bnqh"
+    tr = "bnqk,bnqh->bnkh"  # P^T X
+
+    def products(i, x):
+        s = tf.einsum(qk, x, k)  # forward Q K^T
+        o = tf.einsum(pv, s, v)  # forward P V
+        dp = tf.einsum(qk, o, v)  # dO V^T
+        dv = tf.einsum(tr, dp, o)  # P^T dO
+        s2 = tf.einsum(qk, dv, k)  # Q K^T recomputed
+        dk_ = tf.einsum(tr, s2, x)  # dS^T Q
+        dq = tf.einsum(pv, s2, dk_)  # dS K
+        return i + 1, dq * tf.math.rsqrt(tf.reduce_mean(tf.square(dq)) + 1e-30)
+
+    loop = compiled(
+        lambda x: tf.reduce_sum(
+            tf.while_loop(lambda i, x: i < reps, products, (0, x))[1]
+        ),
+        "xla",
+    )
+    x = tf.random.normal((1, heads, chunk, dk))
+    times = interleaved({"products": lambda: loop(x).numpy()}, max(rounds, 3))
+    return min(times["products"]) / reps
 
 
 def header(args):
@@ -601,8 +636,9 @@ def bf16_section(args):
 
 
 def long_section(args):
-    # The default block size under TensorFlow's XLA (`default_chunk_size`).
-    chunk = min(TENSORFLOW_XLA_CHUNK_SIZE, args.long_length)
+    # The op's default block size under TensorFlow's XLA (`default_chunk_size`)
+    # unless `--long-chunk` sets one.
+    chunk = min(args.long_chunk or TENSORFLOW_XLA_CHUNK_SIZE, args.long_length)
     length, heads, dk = args.long_length, args.heads, args.key_dim
     print(
         f"\n### 10. Causal attention near the matmul limit: `ops.chunked_attention"
@@ -616,23 +652,46 @@ def long_section(args):
     print(
         f"Matmul ceiling (fp32, {args.matmul_size}^2, best of graph and XLA): "
         f"{ceiling / 1e9:.1f} GFLOP/s. FLOPs of the visited blocks: "
-        f"{flops / 1e12:.2f} TFLOP, {flops / ceiling:.1f} s at the ceiling.\n"
+        f"{flops / 1e12:.2f} TFLOP, {flops / ceiling:.1f} s at the ceiling."
     )
-    print("| L | peak GiB | base GiB | s | / FLOP time at the ceiling |")
-    print("|---|---|---|---|---|")
+    # The heads per group that the op attends on a CPU (`_head_groups`).
+    group = min(heads, max(CPU_BLOCK_VALUES // (chunk * chunk), 1))
+    per_block = block_products_seconds(chunk, group, dk, args.rounds)
+    products = visited * -(-heads // group) * per_block
+    print(
+        f"The products alone, at the rate XLA runs their shapes (a loop of one "
+        f"block's seven products, {group} head"
+        f"{'s' * (group > 1)} at once, as the op groups them here): "
+        f"{per_block * 1e3:.2f} ms per block, {products:.1f} s for the visited "
+        f"blocks, {products / (flops / ceiling):.2f}x the time at the ceiling.\n"
+    )
+    print(
+        "| L | peak GiB | base GiB | s | / FLOP time at the ceiling | / products alone |"
+    )
+    print("|---|---|---|---|---|---|")
     child = argparse.Namespace(**{**vars(args), "window_chunk": chunk})
     result = run_child("op-causal", length, child, heads=heads)
     if result["status"] != "ok":
-        print(f"| {length} | {result['status']} | | | |")
+        print(f"| {length} | {result['status']} | | | | |")
         return [dict(length=length, **result)]
     mark = " (incl. compile)" if result["includes_compile"] else ""
     factor = result["seconds"] / (flops / ceiling)
     print(
         f"| {length} | {result['peak'] / GIB:.2f} | {result['base'] / GIB:.2f} "
-        f"| {result['seconds']:.1f}{mark} | {factor:.2f} |",
+        f"| {result['seconds']:.1f}{mark} | {factor:.2f} "
+        f"| {result['seconds'] / products:.2f} |",
         flush=True,
     )
-    return [dict(length=length, ceiling=ceiling, flops=flops, factor=factor, **result)]
+    return [
+        dict(
+            length=length,
+            ceiling=ceiling,
+            flops=flops,
+            factor=factor,
+            products_seconds=products,
+            **result,
+        )
+    ]
 
 
 # -- 4. cached greedy generation ---------------------------------------------
@@ -1054,6 +1113,12 @@ def parse_args(argv=None):
     parser.add_argument("--gqa-steps", type=int, default=32)
     parser.add_argument("--mode-lengths", type=int, nargs="+", default=[4096, 16384])
     parser.add_argument("--long-length", type=int, default=65536)
+    parser.add_argument(
+        "--long-chunk",
+        type=int,
+        default=None,
+        help="block size of section 10 (default: the op's own under XLA, 256)",
+    )
     parser.add_argument(
         "--memory-modes", nargs="+", choices=MEMORY_MODES, default=list(MEMORY_MODES)
     )

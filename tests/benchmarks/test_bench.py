@@ -19,6 +19,8 @@ def test_bench_smoke_run_prints_every_table(monkeypatch, capsys):
     # 1 row of execution modes; 1 bf16 row; 1 long-context row.
     data = [_data_rows(s) for s in sections]
     assert [len(rows) for rows in data] == [2, 1, 1, 1, 5, 3, 2, 1, 1, 1], out
+    # The long-context row: time over the FLOP time and over the products alone.
+    assert data[9][0].count("|") == 7, data[9]
     for rows in (
         data[1],
         data[4][-1:],
