@@ -77,8 +77,18 @@ class RelativePositionBias(keras.layers.Layer):
         bucket = relative_position_bucket(
             key - query, self.bidirectional, self.num_buckets, self.max_distance
         )  # (1, 1, T, S)
-        flat = ops.reshape(ops.convert_to_tensor(self.table), (-1,))
-        bias = ops.take(flat, bucket * self.num_heads + head)  # (1, N, T, S)
+        table = ops.convert_to_tensor(self.table)
+        if _one_index_per_head(head) and tuple(bucket.shape[:2]) == (1, 1):
+            # Rows of the heads' values, one row per (query, key) pair: XLA
+            # gathers (and scatter-adds for the gradient) T S rows instead
+            # of N T S scalars; under TensorFlow's XLA on a CPU half the time
+            # (0.50 vs 1.05 ms forward+backward per 256-block of 4 heads).
+            columns = ops.take(table, ops.reshape(head, (-1,)), axis=1)  # (K, N)
+            bias = ops.take(columns, bucket[0, 0], axis=0)  # (T, S, N)
+            bias = ops.transpose(bias, (2, 0, 1))[None]  # (1, N, T, S)
+        else:  # any other broadcastable indices
+            flat = ops.reshape(table, (-1,))
+            bias = ops.take(flat, bucket * self.num_heads + head)
         return ops.cast(score, "float32") + bias
 
     def compute_output_shape(self, input_shape, *args):
@@ -95,3 +105,10 @@ class RelativePositionBias(keras.layers.Layer):
                 self.embeddings_initializer
             ),
         }
+
+
+def _one_index_per_head(head):
+    """Whether `head` is shaped `(1, N, 1, 1)`, as the attention layers and
+    ops pass it (`ops.modifiers.position_indices`)."""
+    shape = tuple(head.shape)
+    return len(shape) == 4 and shape[0] == shape[2] == shape[3] == 1

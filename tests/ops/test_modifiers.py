@@ -363,6 +363,28 @@ def test_relative_position_bucket_matches_numpy():
         )
 
 
+def test_t5_bias_reads_the_heads_it_is_given_from_any_index_shape():
+    """The per-head row gather (indices shaped `(1, N, 1, 1)`, `(1, 1, T,
+    1)`, `(1, 1, 1, S)`) and the general path (indices broadcast to the full
+    grid) give the table's bias at each head's own index, here heads 1 and
+    3 of 4 (as a group of heads attended apart sees them)."""
+    layer = _t5_layer()
+    q_pos, k_pos = np.arange(5, 12), np.arange(9)
+    batch, head, query, key = ka.ops.modifiers.position_indices(1, 2, q_pos, k_pos)
+    head = 2 * head + 1
+    score = np.random.default_rng(0).normal(size=(1, 2, 7, 9)).astype("float32")
+    expected = score + np.moveaxis(
+        TABLE[_np_bucket(k_pos[None] - q_pos[:, None], False, 8, 16)][..., [1, 3]],
+        -1,
+        0,
+    )
+    rows = layer(score, batch, head, query, key)
+    full = [ops.broadcast_to(x, (1, 2, 7, 9)) for x in (batch, head, query, key)]
+    general = layer(score, *full)
+    np.testing.assert_allclose(ops.convert_to_numpy(rows), expected, rtol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(general), expected, rtol=1e-6)
+
+
 @pytest.mark.parametrize("groups", [1, 2])
 @pytest.mark.parametrize("path", ["dense", "chunked", "single_query"])
 def test_grouped_query_attention_equals_repeated_heads(groups, path):
