@@ -899,7 +899,8 @@ def modifier_section(args):
         args.modifier_length,
         args.modifier_heads,
         args.key_dim,
-        args.modifier_chunk,
+        # The op's own block size under XLA unless `--modifier-chunk` sets one.
+        args.modifier_chunk or TENSORFLOW_XLA_CHUNK_SIZE,
     )
     print(
         f"\n### 6. Score modifiers on the chunked path: `ops.chunked_attention"
@@ -1103,7 +1104,12 @@ def parse_args(argv=None):
     )
     parser.add_argument("--modifier-length", type=int, default=4096)
     parser.add_argument("--modifier-heads", type=int, default=8)
-    parser.add_argument("--modifier-chunk", type=int, default=512)
+    parser.add_argument(
+        "--modifier-chunk",
+        type=int,
+        default=None,
+        help="block size of section 6 (default: the op's own under XLA, 256)",
+    )
     parser.add_argument("--gqa-dim", type=int, default=512)
     parser.add_argument("--gqa-heads", type=int, default=8)
     parser.add_argument("--gqa-kv-heads", type=int, default=2)
