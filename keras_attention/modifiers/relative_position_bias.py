@@ -81,8 +81,9 @@ class RelativePositionBias(keras.layers.Layer):
         if _one_index_per_head(head) and tuple(bucket.shape[:2]) == (1, 1):
             # Rows of the heads' values, one row per (query, key) pair: XLA
             # gathers (and scatter-adds for the gradient) T S rows instead
-            # of N T S scalars; under TensorFlow's XLA on a CPU half the time
-            # (0.50 vs 1.05 ms forward+backward per 256-block of 4 heads).
+            # of N T S scalars. Under TensorFlow's XLA on a CPU, causal
+            # chunked attention with this bias went from 1.55x to 1.34x the
+            # time without it (256-blocks of 4 heads; benchmarks/RESULTS.md).
             columns = ops.take(table, ops.reshape(head, (-1,)), axis=1)  # (K, N)
             bias = ops.take(columns, bucket[0, 0], axis=0)  # (T, S, N)
             bias = ops.transpose(bias, (2, 0, 1))[None]  # (1, N, T, S)
