@@ -91,8 +91,8 @@ import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
-from keras_attention.ops.chunked_attention import CPU_BLOCK_VALUES  # noqa: E402
 from keras_attention.ops.chunked_attention import TENSORFLOW_XLA_CHUNK_SIZE  # noqa: E402
+from keras_attention.ops.chunked_attention import heads_per_group  # noqa: E402
 
 GIB = 1024**3
 SECTIONS = (
@@ -654,8 +654,7 @@ def long_section(args):
         f"{ceiling / 1e9:.1f} GFLOP/s. FLOPs of the visited blocks: "
         f"{flops / 1e12:.2f} TFLOP, {flops / ceiling:.1f} s at the ceiling."
     )
-    # The heads per group that the op attends on a CPU (`_head_groups`).
-    group = min(heads, max(CPU_BLOCK_VALUES // (chunk * chunk), 1))
+    group = heads_per_group(1, chunk, chunk, heads)  # as the op groups them
     per_block = block_products_seconds(chunk, group, dk, args.rounds)
     products = visited * -(-heads // group) * per_block
     print(

@@ -273,10 +273,17 @@ def _head_groups(query, blocks, dropout_rate):
         or blocks["attention_mask"] is not None
     ):
         return [slice(None)]
-    block = max(batch * blocks["cq"] * blocks["ck"], 1)  # values per head
-    count = -(-heads // max(CPU_BLOCK_VALUES // block, 1))
+    count = -(-heads // heads_per_group(batch, blocks["cq"], blocks["ck"], heads))
     bounds = [heads * g // count for g in range(count + 1)]
     return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def heads_per_group(batch, cq, ck, heads):
+    """The most heads a group holds on a CPU: its block tensors
+    `(batch, heads, cq, ck)` stay within `CPU_BLOCK_VALUES` values (one
+    head at least)."""
+    block = max(batch * cq * ck, 1)  # values per head
+    return min(heads, max(CPU_BLOCK_VALUES // block, 1))
 
 
 def _compiled_on_cpu():
