@@ -8,6 +8,7 @@ from keras_attention.keras_compat import trace_output_spec
 from keras_attention.layers.fine_tuning import FineTuningMixin
 from keras_attention.layers.modified_attention import ModifiedAttentionMixin
 from keras_attention.layers.results import LayerResult
+from keras_attention.ops.cache import cache_entries
 from keras_attention.validation import check_cache
 from keras_attention.validation import check_index
 from keras_attention.validation import check_last_dim
@@ -502,12 +503,14 @@ class MultiHeadAttention(
         q, k, v = self._project(query, key, value, read_cache)
         q, k = self._rotate(q, k, cache_update_index)
         causal_offset = 0
-        caches = ()
+        caches, entries = (), ()
         if cache is not None:
             if read_cache:
                 k, v = cache[:, 0], cache[:, 1]  # (B, S_max, N, H)
+                entries = (None,)
             else:
                 new_keys = ops.shape(k)[1]
+                entries = (cache_entries(cache, k, v),)  # (B, 2, T, G, H)
                 cache, k, v = ka_ops.update_cache(cache, k, v, cache_update_index)
                 causal_offset = cache_update_index
                 if not use_causal_mask:  # positions not written yet hold no key
@@ -534,7 +537,7 @@ class MultiHeadAttention(
         if self._use_gate:
             heads = heads * self._gate_dense(query)
         output = self._output_dense(heads)  # (B, T, *output_shape)
-        return LayerResult(output, scores, caches)
+        return LayerResult(output, scores, caches, entries)
 
     def _attend(
         self,

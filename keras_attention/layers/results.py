@@ -9,7 +9,11 @@ class LayerResult(NamedTuple):
 
     `output` always; `scores` the attention weights (a tensor, or a dict of
     them for a block) or `None`; `caches` the updated caches in the order
-    the call took them (empty without a cache). `keras_outputs` turns it
+    the call took them (empty without a cache); `cache_entries`, in the same
+    order, what each call wrote into its cache, the new keys and values
+    `(B, 2, T, G, H)` (`None` for a cache read as is): a stack writes these
+    into its own cache instead of reading them back out of the updated
+    ones (`TransformerDecoder._updated_cache` says why). `keras_outputs` turns it
     into the public return value, Keras' convention: `output`, then the
     scores if asked, then the caches, as `keras.layers.MultiHeadAttention`
     and keras-hub's `CachedMultiHeadAttention` / `TransformerDecoder` return.
@@ -18,6 +22,7 @@ class LayerResult(NamedTuple):
     output: Any
     scores: Any = None
     caches: tuple = ()
+    cache_entries: tuple = ()
 
     def keras_outputs(self, return_attention_scores):
         outputs = (self.output,)

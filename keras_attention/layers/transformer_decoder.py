@@ -178,7 +178,7 @@ class TransformerDecoder(TransformerStackBase):
             cross_attention_cache,
         )
         x = decoder_sequence  # (B, T, D)
-        weights, caches = {}, []
+        weights, entries = {}, []
         for i, block in enumerate(self.blocks):
             result = block._forward(
                 x,
@@ -200,35 +200,34 @@ class TransformerDecoder(TransformerStackBase):
             for key, w in (result.scores or {}).items():
                 weights.setdefault(key, []).append(w)
             if cache is not None:
-                caches.append(result.caches[0])  # the self-attention cache
+                entries.append(result.cache_entries[0])  # the self-attention's
         if self.final_norm is not None:
             x = self.final_norm(x)
         weights = {key: ops.stack(w, axis=1) for key, w in weights.items()}
         new_caches = ()
         if cache is not None:
-            new_caches = (self._updated_cache(cache, caches, cache_update_index, x),)
+            new_caches = (self._updated_cache(cache, entries, cache_update_index, x),)
         return LayerResult(x, weights, new_caches).keras_outputs(
             return_attention_scores
         )
 
-    def _updated_cache(self, cache, layer_caches, cache_update_index, output):
-        """The stack's cache with the new keys and values written in.
+    def _updated_cache(self, cache, layer_entries, cache_update_index, output):
+        """The stack's cache with each layer's new keys and values written in.
 
-        Only the new entries are written: each layer's updated cache is
-        sliced at `[cache_update_index, cache_update_index + T)` (under XLA
-        the slice computes just those entries) and the slices are written
-        into `cache` with one update that XLA does in place, ordered after
-        the stack's `output` (`keras_attention.ops.write_cache_entries`
-        says why). Stacking the layers' caches instead rewrote the whole
-        cache at every decoding step.
+        `layer_entries` are what each layer wrote into its own cache
+        (`(B, 2, T, N, H)`, `LayerResult.cache_entries`). They are written
+        into `cache` at `cache_update_index` with one update that XLA does
+        in place, ordered after the stack's `output`
+        (`keras_attention.ops.write_cache_entries` says why). Stacking the
+        layers' updated caches instead rewrote the whole cache at every
+        decoding step. Slicing the new entries back out of the layers'
+        updated caches made XLA copy each layer's cache out of the stack at
+        every step (the in-place update may not read the buffer it writes
+        at other positions), which took 20% of a batch-16 decoding step
+        (benchmarks/RESULTS.md, section 4).
         """
         if cache_update_index is None:
             return cache  # read as is: nothing was written
         index = ops.cast(cache_update_index, "int32")
-        length = ops.shape(output)[1]
-        entries = []
-        for c in layer_caches:  # (B, 2, S_max, N, H)
-            b, two, _, n, h = ops.shape(c)
-            entries.append(ops.slice(c, [0, 0, index, 0, 0], (b, two, length, n, h)))
-        entries = ops.stack(entries, axis=1)  # (B, L, 2, T, N, H)
+        entries = ops.stack(layer_entries, axis=1)  # (B, L, 2, T, N, H)
         return ka_ops.write_cache_entries(cache, entries, index, after=output)

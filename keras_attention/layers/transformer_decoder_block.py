@@ -304,8 +304,9 @@ class TransformerDecoderBlock(TransformerBlockBase):
         return_attention_scores=False,
     ):
         """The block on checked arguments: a `LayerResult` whose `scores` is
-        a dict and whose `caches` are the caches passed in, updated."""
-        scores, caches = {}, []
+        a dict and whose `caches` are the caches passed in, updated (and
+        `cache_entries` what was written into them)."""
+        scores, caches, entries = {}, [], []
 
         def attend(name, layer, x, **kwargs):
             result = layer._attention(
@@ -316,6 +317,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
             )
             scores[name] = result.scores
             caches.extend(result.caches)
+            entries.extend(result.cache_entries)
             return result.output
 
         def self_attention(x):
@@ -352,5 +354,8 @@ class TransformerDecoderBlock(TransformerBlockBase):
             x = self._residual("cross_attention", x, cross_attention, training)
         x = self._residual("feedforward", x, self._feedforward, training)
         return LayerResult(
-            x, scores if return_attention_scores else None, tuple(caches)
+            x,
+            scores if return_attention_scores else None,
+            tuple(caches),
+            tuple(entries),
         )

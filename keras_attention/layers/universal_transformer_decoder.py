@@ -4,6 +4,7 @@ from keras import ops
 from keras_attention.keras_compat import first_mask
 from keras_attention.layers.transformer_decoder_block import TransformerDecoderBlock
 from keras_attention.layers.universal_transformer_utils import UniversalTransformerBase
+from keras_attention.ops.cache import write_cache_entries
 from keras_attention.validation import check_cache
 
 
@@ -120,7 +121,7 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
             self_attention_cache,
             self_attention_cache_update_index,
         )
-        new_caches = []
+        new_entries = []
 
         def block_step(x, n, training):
             cache = None if self_attention_cache is None else self_attention_cache[:, n]
@@ -134,7 +135,7 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
                 use_causal_mask=use_causal_mask,
                 training=training,
             )
-            new_caches.extend(result.caches)
+            new_entries.extend(result.cache_entries)
             return result.output
 
         start = self_attention_cache_update_index
@@ -146,7 +147,12 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
             start_index=0 if start is None else start,
         )
         if self_attention_cache is not None:
-            result = result._replace(caches=(ops.stack(new_caches, axis=1),))
+            cache = self_attention_cache  # read as is without an index
+            if start is not None:
+                # Only the new entries, in place (as `TransformerDecoder`).
+                entries = ops.stack(new_entries, axis=1)  # (B, steps, 2, T, N, H)
+                cache = write_cache_entries(cache, entries, start, after=result.output)
+            result = result._replace(caches=(cache,))
         return result.keras_outputs(return_halting)
 
     def _check_call_arguments(

@@ -22,19 +22,25 @@ def update_cache(cache, key, value, index):
         `(B, S_max, N, H)`.
     """
     index = ops.cast(index, "int32")
-    kv = ops.cast(ops.stack([key, value], axis=1), cache.dtype)  # (B, 2, T, N, H)
+    kv = cache_entries(cache, key, value)  # (B, 2, T, N, H)
     if key.shape[1] == 1:
         # One new token (a decoding step): selected in elementwise, not
         # written with an update. Under XLA the select fuses into the
         # attention's own pass over the cache, so no per-layer cache is
-        # copied; `TransformerDecoder` then slices the new entries back out
-        # (computing only those) and writes them into its stack's cache with
-        # `write_cache_entries`.
+        # copied as long as nothing else reads the updated cache:
+        # `TransformerDecoder` writes `cache_entries` (not slices of this)
+        # into its stack's cache with `write_cache_entries`.
         here = ops.equal(ops.arange(ops.shape(cache)[2], dtype="int32"), index)
         cache = ops.where(here[None, None, :, None, None], kv, cache)
     else:
         cache = ops.slice_update(cache, [0, 0, index, 0, 0], kv)
     return cache, cache[:, 0], cache[:, 1]
+
+
+def cache_entries(cache, key, value):
+    """The new keys and values as a cache holds them: `(B, 2, T, N, H)` in
+    the cache's dtype (what `update_cache` writes at `index`)."""
+    return ops.cast(ops.stack([key, value], axis=1), cache.dtype)
 
 
 def written_positions_mask(cache_length, index, new_length):
