@@ -230,18 +230,24 @@ def _single_query_attention(
 ):
     """One query per head, as in every step of cached decoding.
 
-    Two matrix-vector products, bound by reading K and V. As
-    multiply-and-sum they are one fused pass over K and V each (under XLA,
-    straight out of a cache buffer), where an einsum would first copy both
-    into the batched-matmul layout. With grouped key/value heads the query
-    heads are grouped instead (two batched products), so the smaller cache
-    is never repeated.
+    Two matrix-vector products, bound by reading K and V. Under
+    TensorFlow's XLA, as multiply-and-sum, they are one fused pass over K
+    and V each (straight out of a cache buffer), where an einsum would
+    first copy both into the batched-matmul layout. Under JAX (0.10 on a
+    CPU) XLA hands such multiply-and-sums to YNNPACK fusions that took
+    twice the time of the einsums. With grouped key/value heads the query
+    heads are grouped (two batched products), so the smaller cache is
+    never repeated. Measured (benchmarks/RESULTS.md, "Cached generation,
+    2026-12-02 14:30"): greedy generation of 128 tokens, 4 layers, batch 1
+    and 16, on TensorFlow 0.108 s and 0.427 s multiply-and-sum against
+    0.121 s and 0.604 s einsum; on JAX 0.247 s and 0.623 s against 0.114 s
+    and 0.627 s.
     """
     batch, heads, head_dim = ops.shape(query)[0], query.shape[2], query.shape[3]
     groups = key.shape[2]
-    if groups < heads:
-        # Grouped heads: batched matrix products over the G cached heads.
-        # (XLA on CPU materialises a broadcast multiply-and-sum at the size
+    if groups < heads or keras.backend.backend() == "jax":
+        # Batched matrix products over the G cached heads (G = N on JAX).
+        # (With grouped heads, XLA on CPU materialises a broadcast multiply-and-sum at the size
         # of all N query heads, which reads as much as an ungrouped cache;
         # benchmarks/RESULTS.md, "Open attention core".)
         q = ops.reshape(query, (batch, groups, heads // groups, head_dim))
