@@ -4,6 +4,7 @@ from keras import ops
 from keras_attention.initializers import BlockInitializer
 from keras_attention.keras_compat import first_mask
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
+from keras_attention.ops.loops import tensorflow_xla_context
 from keras_attention.validation import check_rank
 
 
@@ -21,7 +22,9 @@ class MultiHeadSelfAttention(MultiHeadAttention):
     projections are one `EinsumDense` sublayer, `qkv`, with the kernel
     `(D, N H + G H + G Hv)` = `[W^Q | W^K | W^V]` (each block head-major,
     `(D, N, H)` flattened; `G = num_key_value_heads`, `N` by default)
-    applied in one matmul, which reads `x` once.
+    applied in one matmul under TensorFlow's XLA (it reads `x` once), as
+    three matmuls on the kernel's blocks elsewhere (measured faster there:
+    `_project_qkv`).
     Each block is initialized as `keras.layers.MultiHeadAttention`
     initializes its query, key and value kernels (shape `(D, N, H)`, its
     own draw), so both layers start from the same distribution.
@@ -214,17 +217,41 @@ class MultiHeadSelfAttention(MultiHeadAttention):
     def _project_qkv(self, x):
         n, h, hv = self._num_heads, self._key_dim, self._value_dim
         g = self._kv_heads
-        qkv = self._qkv_dense(x)  # (B, T, N H + G (H + Hv))
-        # `split` (backward: one concat), not strided slices of a
-        # (B, T, 3, N, H) tensor (backward: three zero-filled full-size
-        # gradients added up; measurable in graph mode).
-        q, k, v = ops.split(qkv, [n * h, n * h + g * h], axis=-1)
+        sizes = [n * h, n * h + g * h]
+        if tensorflow_xla_context() or self._qkv_dense.quantization_mode:
+            qkv = self._qkv_dense(x)  # (B, T, N H + G (H + Hv))
+            # `split` (backward: one concat), not strided slices of a
+            # (B, T, 3, N, H) tensor (backward: three zero-filled full-size
+            # gradients added up; measurable in graph mode).
+            q, k, v = ops.split(qkv, sizes, axis=-1)
+        else:
+            q, k, v = self._project_by_blocks(x, sizes)
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         return (
             ops.reshape(q, (batch, length, n, h)),
             ops.reshape(k, (batch, length, g, h)),
             ops.reshape(v, (batch, length, g, hv)),
         )  # (B, T, N, H), (B, T, G, H), (B, T, G, Hv)
+
+    def _project_by_blocks(self, x, sizes):
+        """`qkv`'s einsum, one matmul per block of its kernel (`W^Q`, `W^K`,
+        `W^V`). Under JAX (0.10, CPU) XLA runs each matmul of a program on
+        one core, so three matmuls keep two cores busy where one fused
+        matmul keeps one; TensorFlow's graph mode also ran them faster. The
+        forward+backward of this layer against Keras' at L = 128, 256,
+        512: JAX 1.12, 1.11, 0.71 fused and 1.00, 0.90, 0.66 by blocks; TF
+        graph 1.03, 0.94, 0.90 and 0.99, 0.89, 0.87; under TF's XLA the
+        fused matmul was as fast or faster, so it stays there
+        (benchmarks/RESULTS.md, "Projections by blocks"). A quantized
+        `qkv` runs its own call (its kernel is not a float matrix)."""
+        dense = self._qkv_dense
+        kernels = ops.split(dense.kernel, sizes, axis=-1)
+        biases = [None] * 3 if dense.bias is None else ops.split(dense.bias, sizes)
+        parts = []
+        for kernel, bias in zip(kernels, biases, strict=True):
+            part = ops.einsum(dense.equation, x, kernel)
+            parts.append(part if bias is None else part + bias)
+        return parts
 
     def _project_key_value(self, key, value):
         if key is not value:
