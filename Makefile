@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-large test-jax bench gpu-wheels gpu-check docs docs-serve docs-test lint format clean
+.PHONY: venv demo test test-large test-jax bench bench-jax gpu-wheels gpu-check docs docs-serve docs-test lint format clean
 
 venv: $(STAMP)
 
@@ -43,6 +43,10 @@ test-jax: $(JAX_STAMP)
 BENCH_ARGS ?=
 bench: $(STAMP)
 	PYTHONPATH=. $(PY) benchmarks/bench.py $(BENCH_ARGS)
+
+# The comparisons on the JAX backend (benchmarks/bench_jax.py, ~4 min).
+bench-jax: $(JAX_STAMP)
+	PYTHONPATH=. $(PY) benchmarks/bench_jax.py
 
 # GPU machines with JAX but no TensorFlow and no package registry
 # (benchmarks/gpu_check.sh): keras and its dependencies as wheels in .whl/

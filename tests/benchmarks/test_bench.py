@@ -1,4 +1,6 @@
+import os
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 
@@ -52,3 +54,21 @@ def test_bench_ratio_helpers():
     )
     assert calls == ["a", "b", "a", "b", "a", "b"]  # warm-up, then A B A B
     assert len(times["a"]) == len(times["b"]) == 2
+
+
+@pytest.mark.large
+def test_jax_bench_smoke_run_prints_both_tables():
+    """In a child process: the JAX backend is chosen before Keras loads."""
+    pytest.importorskip("jax")
+    script = SCRIPT.with_name("bench_jax.py")
+    out = subprocess.run(
+        [sys.executable, str(script), "--smoke"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(SCRIPT.parents[1])},
+        timeout=600,
+    ).stdout
+    sections = out.split("\n### ")[1:]
+    assert [s.split(" ", 1)[0] for s in sections] == ["1.", "2."], out
+    assert [len(_data_rows(s)) for s in sections] == [1, 1], out

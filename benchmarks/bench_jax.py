@@ -1,0 +1,186 @@
+"""keras-attention against Keras and keras-hub on the JAX backend (CPU).
+
+`bench.py` measures the targets on TensorFlow; this measures the two
+comparisons where JAX's XLA on a CPU chose differently (benchmarks/RESULTS.md,
+2026-12-02, "JAX"), with the same method (one process, interleaved rounds,
+ratios round by round; `bench.interleaved`, `spread`, `ratio`):
+
+- `layer`: `MultiHeadSelfAttention` vs `keras.layers.MultiHeadAttention`,
+  forward+backward (gradients of the input and all weights) under
+  `jax.jit` through `stateless_call`, B=8, 8 heads, key_dim 64, at
+  `--lengths`.
+- `generation`: greedy generation with a KV cache, our `TransformerDecoder`
+  vs a stack of `keras_hub.layers.TransformerDecoder`, as `bench.py`'s
+  section 4 (128 tokens, d_model 256, 4 heads, 4 layers, vocab 8000, one
+  `fori_loop` under `jax.jit`) at `--gen-batches`.
+
+    make bench-jax
+    KERAS_BACKEND=jax PYTHONPATH=. python benchmarks/bench_jax.py --smoke
+"""
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+os.environ["KERAS_BACKEND"] = "jax"
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import jax  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from bench import interleaved  # noqa: E402
+from bench import ratio  # noqa: E402
+from bench import spread  # noqa: E402
+from keras import ops  # noqa: E402
+
+import keras_attention as ka  # noqa: E402
+
+
+def gradient_step(layer, arguments):
+    """`jax.jit` of the gradients of `sum(layer(*arguments(x)))` with
+    respect to the layer's trainable values and `x`."""
+
+    def loss(trainable, x):
+        output, _ = layer.stateless_call(trainable, [], *arguments(x))
+        return ops.sum(output)
+
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1)))
+    trainable = [v.value for v in layer.trainable_variables]
+    return lambda x: jax.block_until_ready(grad(trainable, x))
+
+
+def layer_section(args):
+    b, h, dk = args.batch, args.heads, args.key_dim
+    d = h * dk
+    print(
+        f"\n### 1. MultiHeadSelfAttention vs keras.layers.MultiHeadAttention, "
+        f"forward+backward under jax.jit (B={b}, {h} heads, key_dim {dk})\n"
+    )
+    print("| L | ours s | Keras s | ours/Keras |")
+    print("|---|---|---|---|")
+    rows = []
+    for length in args.lengths:
+        x = jax.random.normal(jax.random.PRNGKey(0), (b, length, d))
+        ours = ka.layers.MultiHeadSelfAttention(h, dk)
+        theirs = keras.layers.MultiHeadAttention(h, dk)
+        ours(x)
+        theirs(x, x)
+        steps = {
+            "ours": gradient_step(ours, lambda x: (x,)),
+            "keras": gradient_step(theirs, lambda x: (x, x)),
+        }
+        times = interleaved(
+            {name: lambda step=step, x=x: step(x) for name, step in steps.items()},
+            args.rounds,
+        )
+        o, k = times["ours"], times["keras"]
+        rows.append(dict(length=length, ratio=float(np.median(np.divide(o, k)))))
+        print(f"| {length} | {spread(o, 4)} | {spread(k, 4)} | {ratio(o, k)} |")
+    return rows
+
+
+def generation_section(args):
+    import keras_hub
+
+    d, layers, vocab, steps, heads = 256, 4, 8000, args.gen_steps, 4
+    print(
+        f"\n### 2. Greedy generation with a KV cache under jax.jit: {steps} "
+        f"tokens, d_model {d}, {heads} heads, {layers} layers, vocab {vocab}\n"
+    )
+    print("| batch | ours s | keras-hub s | speed-up |")
+    print("|---|---|---|---|")
+    keras.utils.set_random_seed(0)
+    embedding = keras.layers.Embedding(vocab, d)
+    positions = ka.layers.PositionEmbedding(steps)
+    logits_layer = keras.layers.Dense(vocab)
+    ours = ka.layers.TransformerDecoder(layers, heads, 4 * d, dropout=0.0)
+    theirs = [
+        keras_hub.layers.TransformerDecoder(4 * d, heads, dropout=0.0)
+        for _ in range(layers)
+    ]
+    probe = ops.zeros((1, 1, d))
+    for layer in (ours, logits_layer, positions, *theirs):
+        layer(probe)
+    embedding(ops.zeros((1, 1), "int32"))
+
+    def ours_step(x, cache, index):
+        return ours(x, cache=cache, cache_update_index=index)
+
+    def keras_hub_step(x, cache, index):
+        caches = []
+        for i, layer in enumerate(theirs):
+            x, c = layer(
+                x,
+                self_attention_cache=cache[:, i],
+                self_attention_cache_update_index=index,
+            )
+            caches.append(c)
+        return x, ops.stack(caches, axis=1)
+
+    def generate(step, batch):
+        def body(index, carry):
+            token, cache, out = carry
+            x = embedding(token)
+            x, cache = step(x + positions(x, start_index=index), cache, index)
+            token = ops.cast(ops.argmax(logits_layer(x[:, -1]), -1), "int32")
+            out = ops.slice_update(out, [0, index], token[:, None])
+            return token[:, None], cache, out
+
+        cache = ops.zeros((batch, layers, 2, steps, heads, d // heads))
+        out = ops.zeros((batch, steps), "int32")
+        token = ops.ones((batch, 1), "int32")
+        return ops.fori_loop(0, steps, body, (token, cache, out))[2]
+
+    rows = []
+    for batch in args.gen_batches:
+        fns = {}
+        for name, step in (("ours", ours_step), ("keras-hub", keras_hub_step)):
+            fn = jax.jit(lambda step=step, batch=batch: generate(step, batch))
+            fns[name] = lambda fn=fn: np.asarray(fn())
+        times = interleaved(fns, args.rounds)
+        o, k = times["ours"], times["keras-hub"]
+        speedup = np.divide(k, o)
+        rows.append(dict(batch=batch, speedup=float(np.median(speedup))))
+        print(f"| {batch} | {spread(o)} | {spread(k)} | {spread(speedup, 2)} |")
+    return rows
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sections", nargs="+", choices=("layer", "generation"),
+        default=["layer", "generation"],
+    )  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--key-dim", type=int, default=64)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024])
+    parser.add_argument("--gen-steps", type=int, default=128)
+    parser.add_argument("--gen-batches", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, 1 round")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.rounds, args.batch, args.lengths = 1, 2, [16]
+        args.gen_steps, args.gen_batches = 8, [2]
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    print(
+        f"keras-attention JAX benchmarks: keras {keras.__version__}, JAX "
+        f"{jax.__version__} ({jax.default_backend()}), Python "
+        f"{platform.python_version()}, {os.cpu_count()} CPUs, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, rounds {args.rounds}"
+        f"{', SMOKE sizes' if args.smoke else ''}"
+    )
+    sections = {"layer": layer_section, "generation": generation_section}
+    return {name: sections[name](args) for name in args.sections}
+
+
+if __name__ == "__main__":
+    main()
