@@ -44,7 +44,7 @@ BENCH_ARGS ?=
 bench: $(STAMP)
 	PYTHONPATH=. $(PY) benchmarks/bench.py $(BENCH_ARGS)
 
-# The comparisons on the JAX backend (benchmarks/bench_jax.py, ~4 min).
+# The comparisons on the JAX backend (benchmarks/bench_jax.py, ~2 min).
 bench-jax: $(JAX_STAMP)
 	PYTHONPATH=. $(PY) benchmarks/bench_jax.py
 
