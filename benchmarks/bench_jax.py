@@ -1,6 +1,6 @@
 """keras-attention against Keras and keras-hub on the JAX backend (CPU).
 
-`bench.py` measures the targets on TensorFlow; this measures the two
+`bench.py` measures the targets on TensorFlow; this measures the
 comparisons where JAX's XLA on a CPU chose differently (benchmarks/RESULTS.md,
 2026-12-02, "JAX"), with the same method (one process, interleaved rounds,
 ratios round by round; `bench.interleaved`, `spread`, `ratio`):
@@ -9,6 +9,9 @@ ratios round by round; `bench.interleaved`, `spread`, `ratio`):
   forward+backward (gradients of the input and all weights) under
   `jax.jit` through `stateless_call`, B=8, 8 heads, key_dim 64, at
   `--lengths`.
+- `encoder`: one SGD train step of `TransformerEncoderBlock` vs
+  `keras_hub.layers.TransformerEncoder` as `bench.py`'s section 3 ((8, 256,
+  512), intermediate 2048, 8 heads, no dropout).
 - `generation`: greedy generation with a KV cache, our `TransformerDecoder`
   vs a stack of `keras_hub.layers.TransformerDecoder`, as `bench.py`'s
   section 4 (128 tokens, d_model 256, 4 heads, 4 layers, vocab 8000, one
@@ -82,12 +85,53 @@ def layer_section(args):
     return rows
 
 
+def encoder_section(args):
+    import keras_hub
+
+    shape, inter = (args.batch, args.encoder_length, args.heads * args.key_dim), 2048
+    print(
+        f"\n### 2. Encoder train step under jax.jit: TransformerEncoderBlock vs "
+        f"keras_hub.layers.TransformerEncoder, {shape}, intermediate {inter}, "
+        f"{args.heads} heads, no dropout\n"
+    )
+    print("| ours s | keras-hub s | ours/keras-hub |")
+    print("|---|---|---|")
+    x = jax.random.normal(jax.random.PRNGKey(0), shape)
+    ours = ka.layers.TransformerEncoderBlock(args.heads, inter, dropout=0.0)
+    theirs = keras_hub.layers.TransformerEncoder(inter, args.heads, dropout=0.0)
+    steps = {}
+    for name, layer in (("ours", ours), ("keras-hub", theirs)):
+        layer(x)
+        steps[name] = sgd_step(layer, x)
+    times = interleaved(steps, args.rounds)
+    o, k = times["ours"], times["keras-hub"]
+    print(f"| {spread(o, 4)} | {spread(k, 4)} | {ratio(o, k)} |")
+    return [dict(ratio=float(np.median(np.divide(o, k))))]
+
+
+def sgd_step(layer, x):
+    """`jax.jit` of one SGD step (learning rate 0.01) on the mean squared
+    output, as `bench.py`'s section 3 (a zero-argument callable)."""
+
+    def loss(trainable, x):
+        output, _ = layer.stateless_call(trainable, [], x)
+        return ops.mean(ops.square(output))
+
+    @jax.jit
+    def step(trainable, x):
+        grads = jax.grad(loss)(trainable, x)
+        return [v - 0.01 * g for v, g in zip(trainable, grads, strict=True)]
+
+    trainable = [v.value for v in layer.trainable_variables]
+    return lambda: jax.block_until_ready(step(trainable, x))
+
+
 def generation_section(args):
     import keras_hub
 
     d, layers, vocab, steps, heads = 256, 4, 8000, args.gen_steps, 4
     print(
-        f"\n### 2. Greedy generation with a KV cache under jax.jit: {steps} "
+        f"\n### 3. Greedy generation with a KV cache under jax.jit: {steps} "
         f"tokens, d_model {d}, {heads} heads, {layers} layers, vocab {vocab}\n"
     )
     print("| batch | ours s | keras-hub s | speed-up |")
@@ -151,20 +195,21 @@ def generation_section(args):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--sections", nargs="+", choices=("layer", "generation"),
-        default=["layer", "generation"],
+        "--sections", nargs="+", choices=("layer", "encoder", "generation"),
+        default=["layer", "encoder", "generation"],
     )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--key-dim", type=int, default=64)
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024])
+    parser.add_argument("--encoder-length", type=int, default=256)
     parser.add_argument("--gen-steps", type=int, default=128)
     parser.add_argument("--gen-batches", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, 1 round")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.rounds, args.batch, args.lengths = 1, 2, [16]
+        args.rounds, args.batch, args.lengths, args.encoder_length = 1, 2, [16], 16
         args.gen_steps, args.gen_batches = 8, [2]
     return args
 
@@ -178,7 +223,11 @@ def main(argv=None):
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, rounds {args.rounds}"
         f"{', SMOKE sizes' if args.smoke else ''}"
     )
-    sections = {"layer": layer_section, "generation": generation_section}
+    sections = {
+        "layer": layer_section,
+        "encoder": encoder_section,
+        "generation": generation_section,
+    }
     return {name: sections[name](args) for name in args.sections}
 
 
