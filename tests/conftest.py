@@ -39,6 +39,26 @@ def jit():
     pytest.skip(f"no XLA compilation helper for the {backend} backend")
 
 
+@pytest.fixture
+def optimized_hlo():
+    """`optimized_hlo(fn, *args)`: the text of the XLA program `fn` compiles
+    to, after XLA's optimisations, on the current backend."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        def text(fn, *args):
+            compiled = tf.function(fn, jit_compile=True)
+            return compiled.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
+
+        return text
+    if backend == "jax":
+        import jax
+
+        return lambda fn, *args: jax.jit(fn).lower(*args).compile().as_text()
+    pytest.skip(f"no XLA compiler IR on the {backend} backend")
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip `tf_only` tests (SavedModel, tf.function tracing, GradientTape on
     weights, tf.distribute) when the suite runs on another backend."""

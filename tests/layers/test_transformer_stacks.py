@@ -120,20 +120,7 @@ def test_cache_prefill_then_single_steps_equal_full_pass(rng):
     )
 
 
-def _optimized_hlo(fn, *args):
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        compiled = tf.function(fn, jit_compile=True)
-        return compiled.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
-    if keras.backend.backend() == "jax":
-        import jax
-
-        return jax.jit(fn).lower(*args).compile().as_text()
-    pytest.skip(f"no XLA compiler IR on the {keras.backend.backend()} backend")
-
-
-def test_compiled_decoding_loop_updates_the_cache_in_place():
+def test_compiled_decoding_loop_updates_the_cache_in_place(optimized_hlo):
     """Each step writes only the new keys and values: the optimised XLA
     program holds no copy of the whole cache (there used to be one or two
     per step, plus a rewrite of every entry), nor of one layer's cache (each
@@ -152,7 +139,7 @@ def test_compiled_decoding_loop_updates_the_cache_in_place():
         cache = decoder.init_cache(batch, steps)
         return ops.fori_loop(0, steps, body, (x, cache))
 
-    hlo = _optimized_hlo(generate, ops.ones((batch, 1, D)))
+    hlo = optimized_hlo(generate, ops.ones((batch, 1, D)))
     shape = f"f32[{batch},{L},2,{steps},{N},{D // N}]"
     assert "while" in hlo and shape in hlo
     copies = [line for line in hlo.splitlines() if shape in line and " copy(" in line]

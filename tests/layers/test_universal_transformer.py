@@ -271,6 +271,40 @@ def test_cached_decoding_equals_the_full_pass(
         assert len(np.unique(steps)) > 1
 
 
+def test_compiled_decoding_loop_writes_only_the_new_entries(optimized_hlo):
+    """As `TransformerDecoder`: each step's keys and values go into the
+    loop-carried cache in place, with no copy of the whole cache or of one
+    step's slice of it."""
+    batch, length, width = 2, 6, 4
+    layer = _decoder()
+    layer.build((batch, 1, width))
+    heads = layer.num_heads
+
+    def generate(x):
+        def body(index, carry):
+            x, cache = carry
+            y, cache = layer(
+                x, self_attention_cache=cache, self_attention_cache_update_index=index
+            )
+            return ops.tanh(y), cache
+
+        cache = ops.zeros((batch, layer.max_steps, 2, length, heads, width // heads))
+        return ops.fori_loop(0, length, body, (x, cache))
+
+    hlo = optimized_hlo(generate, ops.ones((batch, 1, width)))
+    h = width // heads
+    whole = f"f32[{batch},{layer.max_steps},2,{length},{heads},{h}]"
+    one_step = f"= f32[{batch},1,2,{length},{heads},{h}]"
+    assert "while" in hlo and whole in hlo
+    copies = [
+        line
+        for line in hlo.splitlines()
+        if (whole in line and " copy(" in line)
+        or (one_step in line and (" copy(" in line or " fusion(" in line))
+    ]
+    assert not copies, "\n".join(copies)
+
+
 def test_decoder_cache_arguments_are_checked(rng):
     x = rng.normal(size=(2, 3, 4)).astype("float32")
     layer = _decoder()
