@@ -725,42 +725,32 @@ def long_section(args):
 # -- 4. cached greedy generation ---------------------------------------------
 
 
-def generation_section(args):
+def greedy_generators(d, layers, heads, vocab, steps):
+    """Greedy generation with a KV cache, ours and keras-hub's, on any
+    backend: `{"ours": generate, "keras-hub": generate}`, where
+    `generate(batch)` runs `steps` tokens in one `fori_loop` (to compile
+    with `tf.function(jit_compile=True)` or `jax.jit`) and returns them.
+
+    A decoder-only stack of `layers` blocks (intermediate `4 d`, no
+    dropout): our `TransformerDecoder` with its stacked cache, and
+    keras-hub's `TransformerDecoder` layers each given its slice of the same
+    cache layout; shared embedding, learned positions and logits.
+    """
     import keras_hub
 
-    d, layers, vocab, steps = (
-        args.gen_dim,
-        args.gen_layers,
-        args.gen_vocab,
-        args.gen_steps,
-    )
-    heads, inter = 4, 4 * d
-    print(
-        f"\n### 4. Greedy generation with a KV cache: {steps} tokens, decoder only, "
-        f"d_model {d}, {heads} heads, {layers} layers, intermediate {inter}, "
-        f"vocab {vocab}, one XLA fori_loop\n"
-    )
-    print("| batch | ours s | keras-hub s | ours tok/s | keras-hub tok/s | speed-up |")
-    print("|---|---|---|---|---|---|")
     keras.utils.set_random_seed(0)
     embedding = keras.layers.Embedding(vocab, d)
     positions = ka.layers.PositionEmbedding(steps)
     logits_layer = keras.layers.Dense(vocab)
-    ours = ka.layers.TransformerDecoder(layers, heads, inter, dropout=0.0)
+    ours = ka.layers.TransformerDecoder(layers, heads, 4 * d, dropout=0.0)
     theirs = [
-        keras_hub.layers.TransformerDecoder(inter, heads, dropout=0.0)
+        keras_hub.layers.TransformerDecoder(4 * d, heads, dropout=0.0)
         for _ in range(layers)
     ]
-    probe = tf.zeros((1, 1, d))
-    ours(probe)
-    for layer in theirs:
+    probe = ops.zeros((1, 1, d))
+    for layer in (ours, logits_layer, positions, *theirs):
         layer(probe)
-    logits_layer(probe)
-    positions(probe)
-
-    def embed(tokens, index):
-        x = embedding(tokens)  # (B, 1, D)
-        return x + positions(x, start_index=index)
+    embedding(ops.zeros((1, 1), "int32"))
 
     def ours_step(x, cache, index):
         return ours(x, cache=cache, cache_update_index=index)
@@ -776,26 +766,48 @@ def generation_section(args):
             caches.append(c)
         return x, ops.stack(caches, axis=1)
 
-    def generate(step, batch):
-        cache = tf.zeros((batch, layers, 2, steps, heads, d // heads))
-        out = tf.zeros((batch, steps), "int32")
-        token = tf.ones((batch, 1), "int32")
+    def generator(step):
+        def generate(batch):
+            def body(index, carry):
+                token, cache, out = carry
+                x = embedding(token)  # (B, 1, D)
+                x, cache = step(x + positions(x, start_index=index), cache, index)
+                token = ops.cast(ops.argmax(logits_layer(x[:, -1]), -1), "int32")
+                out = ops.slice_update(out, [0, index], token[:, None])
+                return token[:, None], cache, out
 
-        def body(index, carry):
-            token, cache, out = carry
-            x, cache = step(embed(token, index), cache, index)
-            token = ops.cast(ops.argmax(logits_layer(x[:, -1]), -1), "int32")[:, None]
-            out = ops.slice_update(out, [0, index], token)
-            return token, cache, out
+            cache = ops.zeros((batch, layers, 2, steps, heads, d // heads))
+            out = ops.zeros((batch, steps), "int32")
+            token = ops.ones((batch, 1), "int32")
+            return ops.fori_loop(0, steps, body, (token, cache, out))[2]
 
-        return ops.fori_loop(0, steps, body, (token, cache, out))[2]
+        return generate
 
+    return {"ours": generator(ours_step), "keras-hub": generator(keras_hub_step)}
+
+
+def generation_section(args):
+    d, layers, vocab, steps = (
+        args.gen_dim,
+        args.gen_layers,
+        args.gen_vocab,
+        args.gen_steps,
+    )
+    heads, inter = 4, 4 * d
+    print(
+        f"\n### 4. Greedy generation with a KV cache: {steps} tokens, decoder only, "
+        f"d_model {d}, {heads} heads, {layers} layers, intermediate {inter}, "
+        f"vocab {vocab}, one XLA fori_loop\n"
+    )
+    print("| batch | ours s | keras-hub s | ours tok/s | keras-hub tok/s | speed-up |")
+    print("|---|---|---|---|---|---|")
+    generators = greedy_generators(d, layers, heads, vocab, steps)
     rows = []
     for batch in args.gen_batches:
         fns = {}
-        for name, step in (("ours", ours_step), ("keras-hub", keras_hub_step)):
+        for name, generate in generators.items():
             fn = tf.function(
-                lambda step=step, batch=batch: generate(step, batch), jit_compile=True
+                lambda generate=generate, batch=batch: generate(batch), jit_compile=True
             )
             fns[name] = lambda fn=fn: fn().numpy()
         times = interleaved(fns, args.rounds)

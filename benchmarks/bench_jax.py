@@ -13,9 +13,10 @@ ratios round by round; `bench.interleaved`, `spread`, `ratio`):
   `keras_hub.layers.TransformerEncoder` as `bench.py`'s section 3 ((8, 256,
   512), intermediate 2048, 8 heads, no dropout).
 - `generation`: greedy generation with a KV cache, our `TransformerDecoder`
-  vs a stack of `keras_hub.layers.TransformerDecoder`, as `bench.py`'s
-  section 4 (128 tokens, d_model 256, 4 heads, 4 layers, vocab 8000, one
-  `fori_loop` under `jax.jit`) at `--gen-batches`.
+  vs a stack of `keras_hub.layers.TransformerDecoder` (`bench.py`'s
+  `greedy_generators`, as in its section 4: 128 tokens, d_model 256, 4
+  heads, 4 layers, vocab 8000, one `fori_loop`, here under `jax.jit`) at
+  `--gen-batches`.
 
     make bench-jax
     KERAS_BACKEND=jax PYTHONPATH=. python benchmarks/bench_jax.py --smoke
@@ -34,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from bench import greedy_generators  # noqa: E402
 from bench import interleaved  # noqa: E402
 from bench import ratio  # noqa: E402
 from bench import spread  # noqa: E402
@@ -127,8 +129,6 @@ def sgd_step(layer, x):
 
 
 def generation_section(args):
-    import keras_hub
-
     d, layers, vocab, steps, heads = 256, 4, 8000, args.gen_steps, 4
     print(
         f"\n### 3. Greedy generation with a KV cache under jax.jit: {steps} "
@@ -136,53 +136,12 @@ def generation_section(args):
     )
     print("| batch | ours s | keras-hub s | speed-up |")
     print("|---|---|---|---|")
-    keras.utils.set_random_seed(0)
-    embedding = keras.layers.Embedding(vocab, d)
-    positions = ka.layers.PositionEmbedding(steps)
-    logits_layer = keras.layers.Dense(vocab)
-    ours = ka.layers.TransformerDecoder(layers, heads, 4 * d, dropout=0.0)
-    theirs = [
-        keras_hub.layers.TransformerDecoder(4 * d, heads, dropout=0.0)
-        for _ in range(layers)
-    ]
-    probe = ops.zeros((1, 1, d))
-    for layer in (ours, logits_layer, positions, *theirs):
-        layer(probe)
-    embedding(ops.zeros((1, 1), "int32"))
-
-    def ours_step(x, cache, index):
-        return ours(x, cache=cache, cache_update_index=index)
-
-    def keras_hub_step(x, cache, index):
-        caches = []
-        for i, layer in enumerate(theirs):
-            x, c = layer(
-                x,
-                self_attention_cache=cache[:, i],
-                self_attention_cache_update_index=index,
-            )
-            caches.append(c)
-        return x, ops.stack(caches, axis=1)
-
-    def generate(step, batch):
-        def body(index, carry):
-            token, cache, out = carry
-            x = embedding(token)
-            x, cache = step(x + positions(x, start_index=index), cache, index)
-            token = ops.cast(ops.argmax(logits_layer(x[:, -1]), -1), "int32")
-            out = ops.slice_update(out, [0, index], token[:, None])
-            return token[:, None], cache, out
-
-        cache = ops.zeros((batch, layers, 2, steps, heads, d // heads))
-        out = ops.zeros((batch, steps), "int32")
-        token = ops.ones((batch, 1), "int32")
-        return ops.fori_loop(0, steps, body, (token, cache, out))[2]
-
+    generators = greedy_generators(d, layers, heads, vocab, steps)
     rows = []
     for batch in args.gen_batches:
         fns = {}
-        for name, step in (("ours", ours_step), ("keras-hub", keras_hub_step)):
-            fn = jax.jit(lambda step=step, batch=batch: generate(step, batch))
+        for name, generate in generators.items():
+            fn = jax.jit(lambda generate=generate, batch=batch: generate(batch))
             fns[name] = lambda fn=fn: np.asarray(fn())
         times = interleaved(fns, args.rounds)
         o, k = times["ours"], times["keras-hub"]
