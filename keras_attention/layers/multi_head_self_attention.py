@@ -244,8 +244,9 @@ class MultiHeadSelfAttention(MultiHeadAttention):
         512: JAX 1.12, 1.11, 0.71 fused and 1.00, 0.90, 0.66 by blocks; TF
         graph 1.03, 0.94, 0.90 and 0.99, 0.89, 0.87; under TF's XLA the
         fused matmul was as fast or faster, so it stays there
-        (benchmarks/RESULTS.md, "Projections by blocks"). A quantized
-        `qkv` runs its own call (its kernel is not a float matrix)."""
+        (benchmarks/RESULTS.md, 2026-12-02 14:00, "The JAX backend"). A
+        quantized `qkv` runs its own call (its kernel is not a float
+        matrix)."""
         dense = self._qkv_dense
         kernels = ops.split(dense.kernel, sizes, axis=-1)
         biases = [None] * 3 if dense.bias is None else ops.split(dense.bias, sizes)

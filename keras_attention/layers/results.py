@@ -13,8 +13,8 @@ class LayerResult(NamedTuple):
     order, what each call wrote into its cache, the new keys and values
     `(B, 2, T, G, H)` (`None` for a cache read as is): a stack writes these
     into its own cache instead of reading them back out of the updated
-    ones (`TransformerDecoder._updated_cache` says why). `keras_outputs` turns it
-    into the public return value, Keras' convention: `output`, then the
+    ones (`TransformerDecoder._updated_cache` says why). `keras_outputs`
+    turns it into the public return value, Keras' convention: `output`, then the
     scores if asked, then the caches, as `keras.layers.MultiHeadAttention`
     and keras-hub's `CachedMultiHeadAttention` / `TransformerDecoder` return.
     """

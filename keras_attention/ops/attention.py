@@ -237,8 +237,8 @@ def _single_query_attention(
     CPU) XLA hands such multiply-and-sums to YNNPACK fusions that took
     twice the time of the einsums. With grouped key/value heads the query
     heads are grouped (two batched products), so the smaller cache is
-    never repeated. Measured (benchmarks/RESULTS.md, "Cached generation,
-    2026-12-02 14:30"): greedy generation of 128 tokens, 4 layers, batch 1
+    never repeated. Measured (benchmarks/RESULTS.md, 2026-12-02 14:00,
+    "The JAX backend"): greedy generation of 128 tokens, 4 layers, batch 1
     and 16, on TensorFlow 0.108 s and 0.427 s multiply-and-sum against
     0.121 s and 0.604 s einsum; on JAX 0.247 s and 0.623 s against 0.114 s
     and 0.627 s.
