@@ -74,6 +74,7 @@ Sections (`--sections`, default all):
 """
 
 import argparse
+import functools
 import glob
 import json
 import os
@@ -786,6 +787,17 @@ def greedy_generators(d, layers, heads, vocab, steps):
     return {"ours": generator(ours_step), "keras-hub": generator(keras_hub_step)}
 
 
+def generation_times(generators, batch, compile_fn, rounds):
+    """`interleaved` rounds of `greedy_generators`' loops at `batch`, each
+    compiled with `compile_fn` (`tf.function(jit_compile=True)` or
+    `jax.jit`) and waited for: dict name -> seconds."""
+    fns = {}
+    for name, generate in generators.items():
+        fn = compile_fn(lambda generate=generate: generate(batch))
+        fns[name] = lambda fn=fn: np.asarray(fn())
+    return interleaved(fns, rounds)
+
+
 def generation_section(args):
     d, layers, vocab, steps = (
         args.gen_dim,
@@ -803,14 +815,9 @@ def generation_section(args):
     print("|---|---|---|---|---|---|")
     generators = greedy_generators(d, layers, heads, vocab, steps)
     rows = []
+    xla = functools.partial(tf.function, jit_compile=True)
     for batch in args.gen_batches:
-        fns = {}
-        for name, generate in generators.items():
-            fn = tf.function(
-                lambda generate=generate, batch=batch: generate(batch), jit_compile=True
-            )
-            fns[name] = lambda fn=fn: fn().numpy()
-        times = interleaved(fns, args.rounds)
+        times = generation_times(generators, batch, xla, args.rounds)
         o, k = times["ours"], times["keras-hub"]
         speedup = np.asarray(k) / np.asarray(o)
         rows.append(dict(batch=batch, speedup=float(np.median(speedup))))

@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from bench import generation_times  # noqa: E402
 from bench import greedy_generators  # noqa: E402
 from bench import interleaved  # noqa: E402
 from bench import ratio  # noqa: E402
@@ -139,11 +140,7 @@ def generation_section(args):
     generators = greedy_generators(d, layers, heads, vocab, steps)
     rows = []
     for batch in args.gen_batches:
-        fns = {}
-        for name, generate in generators.items():
-            fn = jax.jit(lambda generate=generate, batch=batch: generate(batch))
-            fns[name] = lambda fn=fn: np.asarray(fn())
-        times = interleaved(fns, args.rounds)
+        times = generation_times(generators, batch, jax.jit, args.rounds)
         o, k = times["ours"], times["keras-hub"]
         speedup = np.divide(k, o)
         rows.append(dict(batch=batch, speedup=float(np.median(speedup))))
