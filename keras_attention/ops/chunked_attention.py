@@ -52,11 +52,38 @@ from keras_attention.ops.softmax import MASK_VALUE
 # (graph, causal L=8192: 3.8 s vs 3.0 s; JAX: 3.5 s vs 3.1 s).
 DEFAULT_CHUNK_SIZE = 512
 TENSORFLOW_XLA_CHUNK_SIZE = 256
+# From `LONG_CONTEXT_LENGTH` positions on, a single sequence (B=1) under
+# TensorFlow's XLA on a CPU takes 2048-blocks: the products of larger
+# blocks run nearer the matmul rate, and the diagonal blocks' wasted half
+# is a small share of a long causal sequence. Measured
+# (benchmarks/RESULTS.md, "2026-12-02, 16:20-18:30 UTC"; causal
+# forward+backward, B=1, 8 heads, key_dim 64, Intel VM with 2 vCPUs):
+# L=32768 22.3 s against 30.4 s with 256-blocks, L=65536 84.5-92.7 s
+# against 115.2 s. Peak RSS grows by 0.3-0.5 GiB (2.27 against 1.77 GiB at
+# L=32768, 2.88 against 2.59 at L=65536), which is why L=16384 keeps
+# 256-blocks (1024-blocks there: 6.3 s against 8.7, but 1.68 GiB against
+# 1.37, past the benchmark's 1.5 GiB target). A batch multiplies the
+# blocks' size and was not measured, so it keeps 256-blocks too.
+LONG_CONTEXT_LENGTH = 32768
+TENSORFLOW_XLA_LONG_CHUNK_SIZE = 2048
 
 
-def default_chunk_size():
-    """The block size `chunked_attention` takes when none is given."""
-    return TENSORFLOW_XLA_CHUNK_SIZE if tensorflow_xla_context() else DEFAULT_CHUNK_SIZE
+def default_chunk_size(batch=None, lengths=()):
+    """The block size `chunked_attention` takes when none is given, for a
+    batch of this size and sequences of these static lengths (`None` when
+    unknown)."""
+    if not tensorflow_xla_context():
+        return DEFAULT_CHUNK_SIZE
+    return tensorflow_xla_chunk_size(batch, lengths, on_cpu=_compiled_on_cpu())
+
+
+def tensorflow_xla_chunk_size(batch, lengths, on_cpu=True):
+    """The default block size under TensorFlow's XLA (see
+    `LONG_CONTEXT_LENGTH`); unknown sizes count as short."""
+    known = [x for x in lengths if isinstance(x, int)]
+    if on_cpu and batch == 1 and known and max(known) >= LONG_CONTEXT_LENGTH:
+        return TENSORFLOW_XLA_LONG_CHUNK_SIZE
+    return TENSORFLOW_XLA_CHUNK_SIZE
 
 
 def sum_over_queries(scores, x):
@@ -205,15 +232,19 @@ def chunked_attention(
             (the last block is padded and masked). `None`: the mask
             modifier's `chunk_size` when it has one (block-local masks align
             the blocks with theirs, e.g. `BlockLocal2D`), else
-            `default_chunk_size()`: 256 when TensorFlow compiles with XLA,
-            512 otherwise (measured, see `DEFAULT_CHUNK_SIZE`).
+            `default_chunk_size()`: 256 when TensorFlow compiles with XLA
+            (2048 on a CPU for one sequence of `LONG_CONTEXT_LENGTH`
+            positions or more), 512 otherwise (measured, see
+            `DEFAULT_CHUNK_SIZE`).
 
     Returns:
         `(B, T, N, Hv)` in the dtype of `value`. A query that sees no key
         gets zeros, as in `masked_softmax`.
     """
     dropout_rate = _check_dropout(dropout_rate, dropout_seed)
-    preferred = getattr(mask_modifier, "chunk_size", None) or default_chunk_size()
+    preferred = getattr(mask_modifier, "chunk_size", None) or default_chunk_size(
+        query.shape[0], (query.shape[1], key.shape[1])
+    )
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
     blocks = dict(

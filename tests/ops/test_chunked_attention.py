@@ -7,9 +7,11 @@ import pytest
 from keras import ops
 
 from keras_attention import ops as ka_ops
+from keras_attention.ops.chunked_attention import LONG_CONTEXT_LENGTH
 from keras_attention.ops.chunked_attention import chunked_attention
 from keras_attention.ops.chunked_attention import default_chunk_size
 from keras_attention.ops.chunked_attention import dropout_keep_mask
+from keras_attention.ops.chunked_attention import tensorflow_xla_chunk_size
 from keras_attention.testing import input_gradients
 
 B, T, S, N, H, HV = 2, 23, 17, 3, 8, 5
@@ -328,6 +330,62 @@ def test_default_chunk_size_is_256_under_tensorflow_xla_and_512_otherwise():
     else:
         _jit(lambda _, x: probe(x))(None, ops.zeros((1,)))
         assert seen == [512, 512]
+
+
+def test_tensorflow_xla_takes_2048_blocks_for_one_long_sequence_on_a_cpu():
+    """From `LONG_CONTEXT_LENGTH` on, the longest known length decides, for
+    a batch of one; unknown sizes count as short, and an accelerator or a
+    larger batch keeps 256."""
+    long = LONG_CONTEXT_LENGTH
+    assert tensorflow_xla_chunk_size(1, (long - 1, None)) == 256
+    assert tensorflow_xla_chunk_size(1, (None, None)) == 256
+    assert tensorflow_xla_chunk_size(1, ()) == 256
+    assert tensorflow_xla_chunk_size(1, (128, long)) == 2048
+    assert tensorflow_xla_chunk_size(1, (None, long)) == 2048
+    assert tensorflow_xla_chunk_size(None, (long, long)) == 256
+    assert tensorflow_xla_chunk_size(2, (long, long)) == 256
+    assert tensorflow_xla_chunk_size(1, (long, long), on_cpu=False) == 256
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="TensorFlow's XLA default"
+)
+def test_chunked_attention_picks_its_block_size_from_the_static_lengths(monkeypatch):
+    """The op passes its static lengths to `default_chunk_size`: with the
+    sizes scaled down (16-blocks, 32-blocks from 64 positions on), a
+    64-long causal call under XLA takes 32-blocks, a 48-long one
+    16-blocks, and the results match the dense reference."""
+    import tensorflow as tf
+
+    module = importlib.import_module("keras_attention.ops.chunked_attention")
+    monkeypatch.setattr(module, "LONG_CONTEXT_LENGTH", 64)
+    monkeypatch.setattr(module, "TENSORFLOW_XLA_CHUNK_SIZE", 16)
+    monkeypatch.setattr(module, "TENSORFLOW_XLA_LONG_CHUNK_SIZE", 32)
+    seen = []
+    original = module._Blocks.__init__
+
+    def record(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        seen.append((self.cq, self.ck))
+
+    monkeypatch.setattr(module._Blocks, "__init__", record)
+    rng = np.random.default_rng(0)
+    for length, size in ((64, 32), (48, 16)):
+        seen.clear()
+        q, k, v = (
+            rng.normal(size=(1, length, 2, 8)).astype("float32") for _ in range(3)
+        )
+        xla = tf.function(
+            lambda q, k, v: chunked_attention(q, k, v, causal=True), jit_compile=True
+        )
+        out = xla(q, k, v)
+        assert set(seen) == {(size, size)}
+        logits = np.einsum("tnh,snh->nts", q[0], k[0]) / np.sqrt(8.0)
+        logits[:, ~np.tril(np.ones((length, length), bool))] = -np.inf
+        weights = np.exp(logits - logits.max(-1, keepdims=True))
+        weights /= weights.sum(-1, keepdims=True)
+        expected = np.einsum("nts,snh->tnh", weights, v[0])[None]
+        np.testing.assert_allclose(out, expected, atol=1e-5)
 
 
 def test_default_blocks_under_xla_equal_dense_past_one_block():
