@@ -355,7 +355,7 @@ def memory_point(impl, length, args):
             loss = tf.reduce_sum(call(x))
         return tape.gradient(loss, [x, *layer.trainable_weights])
 
-    _report_memory(lambda: block(step(x)))
+    _report_memory(lambda: block(step(x)), args.second_call)
 
 
 def _mode_point(mode, length, args):
@@ -371,7 +371,7 @@ def _mode_point(mode, length, args):
             loss = tf.reduce_sum(layer(x))
         return tape.gradient(loss, [x, *layer.trainable_weights])
 
-    _report_memory(lambda: block(compile_for_mode(step, mode, d)(x)))
+    _report_memory(lambda: block(compile_for_mode(step, mode, d)(x)), args.second_call)
 
 
 def compile_for_mode(step, mode, d):
