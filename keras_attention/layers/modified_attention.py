@@ -117,14 +117,13 @@ class ModifiedAttentionMixin:
         overridden = (
             type(self)._compute_attention is not MultiHeadAttention._compute_attention
         )
-        keras_path = not self._sequence_attention or self._flash_attention
+        keras_path = not self._sequence_attention
         if keras_path or (overridden and (self.score_modifier or self.mask_modifier)):
             raise ValueError(
                 "`num_key_value_heads`, `score_modifier`, `mask_modifier` and "
                 "`rope_max_wavelength` need inputs of rank 3, attention over "
-                "axis 1, `flash_attention` off and no `_compute_attention` "
-                f"override with modifiers. Received: attention_axes="
-                f"{self._attention_axes}, flash_attention={self._flash_attention}"
+                "axis 1 and no `_compute_attention` override with modifiers. "
+                f"Received: attention_axes={self._attention_axes}"
             )
 
     def _check_keras_expressible(self):

@@ -9,6 +9,7 @@ from keras_attention.layers.fine_tuning import FineTuningMixin
 from keras_attention.layers.modified_attention import ModifiedAttentionMixin
 from keras_attention.layers.results import LayerResult
 from keras_attention.ops.cache import cache_entries
+from keras_attention.ops.dispatch import check_fused_options
 from keras_attention.validation import check_cache
 from keras_attention.validation import check_index
 from keras_attention.validation import check_last_dim
@@ -93,9 +94,12 @@ class MultiHeadAttention(
         attention_axes: the axes attention runs over (Keras' meaning).
         sliding_window: `None` or an int `w`: query `i` sees keys with
             `|i - j| < w` (positions offset by `cache_update_index`).
-        flash_attention: Keras' flash-attention switch; when true the
-            attention runs Keras' `ops.dot_product_attention` (JAX/torch
-            only), not this package's kernels.
+        flash_attention: Keras' flash-attention switch, with Keras' meaning:
+            `None` (default) lets `attention_impl` decide (`"auto"` takes
+            the GPU's or TPU's fused kernel where the call can use it),
+            `False` keeps `"auto"` off the fused kernels, `True` runs the
+            fused path (`attention_impl` `"auto"` or `"fused"`) and raises
+            Keras' error where its kernel cannot take the inputs.
         kernel_initializer: initializer of the projection kernels; every
             projection draws its own values, also from a seeded initializer
             (`keras.layers.MultiHeadAttention` gives its query, key and
@@ -125,16 +129,25 @@ class MultiHeadAttention(
             with this maximum wavelength (10000 in the paper).
         rope_scaling_factor: positions are divided by it (linear position
             interpolation); only with `rope_max_wavelength`.
-        attention_impl: `"auto"`, `"dense"` or `"chunked"`. `"chunked"` is
-            exact attention in O(T + S) memory instead of O(T S)
-            (`keras_attention.ops.chunked_attention`: an online softmax over
-            key blocks, recomputation in the backward pass); it handles
-            every mask and the dropout but cannot return attention scores
-            (a ValueError says so). `"auto"` takes it when it applies and
+        attention_impl: `"auto"`, `"dense"`, `"chunked"` or `"fused"`.
+            `"chunked"` is exact attention in O(T + S) memory instead of
+            O(T S) (`keras_attention.ops.chunked_attention`: an online
+            softmax over key blocks, recomputation in the backward pass); it
+            handles every mask and the dropout but cannot return attention
+            scores (a ValueError says so). `"fused"` runs
+            `keras.ops.dot_product_attention`: cuDNN's flash attention
+            under JAX on a GPU (float16/bfloat16), the splash kernel on a
+            TPU, Keras' composition elsewhere; it takes every mask and the
+            additive-bias modifiers (ALiBi, T5's relative bias), but no
+            attention dropout and no attention scores.
+            `"auto"` takes the fused path on an accelerator when the call
+            can use its kernel; otherwise the chunked path when
             `T * S >= keras_attention.ops.CHUNKED_MIN_SIZE` (2048 * 2048),
-            the dense path otherwise; when a length is unknown while a
+            the dense path below; when a length is unknown while a
             TensorFlow graph is traced (`keras.Input((None, d))`,
             variable-length batches), the graph decides each time it runs.
+            `keras_attention.ops.recording_attention_plans` shows the path
+            each call takes, and why.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -223,6 +236,7 @@ class MultiHeadAttention(
         check_positive_int("value_dim", value_dim, allow_none=True)
         check_rate("dropout", dropout)
         ka_ops.check_attention_impl(attention_impl)
+        check_fused_options(attention_impl, dropout, flash_attention)
         super().__init__(
             num_heads=num_heads,
             key_dim=key_dim,
@@ -244,6 +258,8 @@ class MultiHeadAttention(
             seed=seed,
             **kwargs,
         )
+        if flash_attention is False:  # Keras' `False or <global None>` is None
+            self._flash_attention = False
         self.attention_impl = attention_impl
         self._init_modifiers(
             num_key_value_heads,
@@ -553,9 +569,9 @@ class MultiHeadAttention(
         overridden = (
             type(self)._compute_attention is not MultiHeadAttention._compute_attention
         )
-        if overridden or self._flash_attention:
+        if overridden:
             # A subclass' own `_compute_attention` (Keras' documented hook)
-            # or Keras' flash kernel: they take one merged mask.
+            # takes one merged mask.
             mask = ka_ops.compute_attention_mask(
                 q,
                 k,
@@ -591,6 +607,7 @@ class MultiHeadAttention(
             validate=False,  # checked by `call`, or by the blocks
             score_modifier=self.score_modifier,
             mask_modifier=self.mask_modifier,
+            flash_attention=self._flash_attention,
         )
 
     def _dropout_seed(self):
@@ -611,9 +628,9 @@ class MultiHeadAttention(
         `query` `(B, T, N, H)`, `key` `(B, S, N, H)`, `value` `(B, S, N, Hv)`,
         one boolean `attention_mask` (`(T, S)`, `(B, T, S)` or
         `(B, N, T, S)`); returns `(output, scores or None)`. Other ranks
-        and flash attention run Keras' implementation.
+        run Keras' implementation.
         """
-        if len(query.shape) != 4 or self._flash_attention:
+        if len(query.shape) != 4:
             return super()._compute_attention(
                 query,
                 key,
@@ -634,6 +651,7 @@ class MultiHeadAttention(
             dropout_rate=self._dropout,
             seed=self._dropout_seed(),
             training=training,
+            flash_attention=self._flash_attention,
         )
 
     def compute_output_spec(self, *args, **kwargs):

@@ -9,6 +9,7 @@ from keras_attention.layers.modified_attention import ModifiedAttentionMixin
 from keras_attention.layers.multi_head_attention import MultiHeadAttention
 from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attention.ops import check_attention_impl
+from keras_attention.ops.dispatch import check_fused_options
 from keras_attention.validation import check_attention_mask
 from keras_attention.validation import check_mask
 from keras_attention.validation import check_positive_int
@@ -107,6 +108,9 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
         if attention_dropout is not None:
             check_rate("attention_dropout", attention_dropout)
         check_attention_impl(attention_impl)
+        check_fused_options(
+            attention_impl, dropout if attention_dropout is None else attention_dropout
+        )
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
         self.dropout = dropout

@@ -9,6 +9,7 @@ from keras_attention.modifiers import BlockLocal2D
 from keras_attention.modifiers.base import deserialize
 from keras_attention.modifiers.base import serialize
 from keras_attention.ops import check_attention_impl
+from keras_attention.ops.dispatch import check_fused_options
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rate
 from keras_attention.validation import get_activation
@@ -131,6 +132,9 @@ class ImageTransformer(keras.Model):
             )
         check_rate("dropout", dropout)
         check_attention_impl(attention_impl)
+        check_fused_options(
+            attention_impl, dropout if attention_dropout is None else attention_dropout
+        )
         mask_modifier = deserialize(mask_modifier)
         _check_mask_modifier(mask_modifier, image_shape)
         self.image_shape = image_shape

@@ -14,6 +14,7 @@ from keras_attention.layers.transformer_encoder import TransformerEncoder
 from keras_attention.modifiers import ALiBi
 from keras_attention.modifiers import RelativePositionBias
 from keras_attention.ops import check_attention_impl
+from keras_attention.ops.dispatch import check_fused_options
 from keras_attention.ops.softmax import MASK_VALUE
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import get_activation
@@ -114,6 +115,9 @@ class Transformer(keras.Model):
     ):
         super().__init__(**kwargs)
         check_attention_impl(attention_impl)
+        check_fused_options(
+            attention_impl, dropout if attention_dropout is None else attention_dropout
+        )
         for name, value in (
             ("encoder_vocabulary_size", encoder_vocabulary_size),
             ("decoder_vocabulary_size", decoder_vocabulary_size),

@@ -45,7 +45,14 @@ class MaskModifier:
 
 class ScoreModifier:
     """A function of a scaled logit and its positions:
-    `(score, batch, head, query, key) -> score`."""
+    `(score, batch, head, query, key) -> score`.
+
+    A subclass whose result is `score + b(batch, head, query, key)`, with a
+    bias `b` that does not read the score, sets `additive_bias = True`: the
+    fused path then passes `b` to the GPU's or TPU's kernel as its `bias`.
+    """
+
+    additive_bias = False
 
     def __call__(self, score, batch, head, query, key):
         raise NotImplementedError
@@ -146,6 +153,11 @@ class ScoreChain(ScoreModifier):
 
     def __init__(self, modifiers):
         self.modifiers = [deserialize(m) for m in modifiers]
+
+    @property
+    def additive_bias(self):
+        """A chain of additive biases is one."""
+        return all(getattr(m, "additive_bias", False) for m in self.modifiers)
 
     def __call__(self, score, batch, head, query, key):
         for modifier in self.modifiers:

@@ -39,6 +39,8 @@ class RelativePositionBias(keras.layers.Layer):
         - Raffel et al., 2020: https://arxiv.org/abs/1910.10683
     """
 
+    additive_bias = True
+
     def __init__(
         self,
         num_heads,

@@ -18,7 +18,12 @@ class ALiBi(ScoreModifier):
     The paper is causal; keys after the query (`symmetric=False`) get a
     positive bias, which a causal mask removes. `symmetric=True` uses
     `-m_h * |query - key|` for bidirectional attention.
+
+    An additive bias (`additive_bias = True`): the fused path passes it to
+    the GPU's or TPU's kernel as its `bias`.
     """
+
+    additive_bias = True
 
     def __init__(self, num_heads, symmetric=False):
         check_positive_int("num_heads", num_heads)

@@ -12,13 +12,9 @@ from keras_attention.ops.addressing import interpolate
 from keras_attention.ops.addressing import read_memory
 from keras_attention.ops.addressing import sharpen
 from keras_attention.ops.addressing import write_memory
-from keras_attention.ops.attention import ATTENTION_IMPLS
-from keras_attention.ops.attention import CHUNKED_MIN_SIZE
 from keras_attention.ops.attention import attention
 from keras_attention.ops.attention import attention_weights
-from keras_attention.ops.attention import check_attention_impl
 from keras_attention.ops.attention import check_key_value_heads
-from keras_attention.ops.attention import choose_attention_impl
 from keras_attention.ops.attention import dot_product_attention
 from keras_attention.ops.attention import multi_head_attention
 from keras_attention.ops.attention import repeat_key_value_heads
@@ -28,6 +24,17 @@ from keras_attention.ops.cache import write_cache_entries
 from keras_attention.ops.cache import written_positions_mask
 from keras_attention.ops.chunked_attention import chunked_attention
 from keras_attention.ops.chunked_attention import dropout_keep_mask
+from keras_attention.ops.dispatch import ATTENTION_IMPLS
+from keras_attention.ops.dispatch import CHUNKED_MIN_SIZE
+from keras_attention.ops.dispatch import FUSED_BIAS_MAX_BYTES
+from keras_attention.ops.dispatch import Accelerator
+from keras_attention.ops.dispatch import AttentionPlan
+from keras_attention.ops.dispatch import accelerator
+from keras_attention.ops.dispatch import check_attention_impl
+from keras_attention.ops.dispatch import choose_attention_impl
+from keras_attention.ops.dispatch import plan_attention
+from keras_attention.ops.dispatch import recording_attention_plans
+from keras_attention.ops.fused_attention import fused_attention
 from keras_attention.ops.local_attention import local_predictive_weights
 from keras_attention.ops.local_attention import predicted_positions
 from keras_attention.ops.local_attention import source_positions
@@ -71,7 +78,11 @@ __all__ = [
     "repeat_key_value_heads",
     "rotary_embedding",
     "ATTENTION_IMPLS",
+    "Accelerator",
+    "AttentionPlan",
     "CHUNKED_MIN_SIZE",
+    "FUSED_BIAS_MAX_BYTES",
+    "accelerator",
     "MASK_VALUE",
     "attention",
     "attention_weights",
@@ -86,15 +97,18 @@ __all__ = [
     "compute_attention_mask",
     "dot_product_attention",
     "dropout_keep_mask",
+    "fused_attention",
     "hardmax",
     "masked_log_softmax",
     "masked_softmax",
     "merge_masks",
     "multi_head_attention",
     "padding_mask",
+    "plan_attention",
     "pointer_step_mask",
     "local_predictive_weights",
     "predicted_positions",
+    "recording_attention_plans",
     "recurrence",
     "source_positions",
     "sliding_window_mask",

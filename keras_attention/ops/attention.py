@@ -5,8 +5,11 @@ import math
 import keras
 from keras import ops
 
+from keras_attention.ops import dispatch
 from keras_attention.ops import modifiers as modifier_ops
 from keras_attention.ops.chunked_attention import chunked_attention
+from keras_attention.ops.dispatch import plan_attention
+from keras_attention.ops.fused_attention import fused_attention
 from keras_attention.ops.loops import tensorflow_xla_context
 from keras_attention.ops.masks import check_attention_masks
 from keras_attention.ops.masks import compute_attention_mask
@@ -362,68 +365,6 @@ def _sum_over_queries(scores, x):
     return ops.transpose(ops.einsum("btnh,bnts->bnhs", x, scores), (0, 3, 1, 2))
 
 
-ATTENTION_IMPLS = ("auto", "dense", "chunked")
-
-# `attention_impl="auto"` switches to the chunked path when the score matrix
-# of one head, `T * S`, reaches this size. Measured (benchmarks/README.md,
-# "Choosing the threshold"; B=1, 8 heads, key_dim 64, forward+backward under
-# XLA on a 2-core CPU), chunked / dense time: 1.35 at L=1024, 1.23 at 2048,
-# 1.19 at 4096. The dense path is never much faster, while its memory (4 B N
-# T S bytes per (T, S) tensor, several alive in the backward pass) grows
-# quadratically: at L=2048 it already holds ~0.4 GiB of weights per example.
-CHUNKED_MIN_SIZE = 2048 * 2048
-
-
-def check_attention_impl(attention_impl):
-    """ValueError unless `attention_impl` is one of `ATTENTION_IMPLS`."""
-    check_choice("attention_impl", attention_impl, ATTENTION_IMPLS)
-
-
-def choose_attention_impl(
-    attention_impl,
-    query_length,
-    key_length,
-    return_weights=False,
-):
-    """`"dense"`, `"chunked"` or `"runtime"`: the path `multi_head_attention`
-    will take.
-
-    The chunked path handles every mask (key and query padding, causal with
-    an offset, explicit `(B, T, S)`) and attention dropout, but never holds
-    the `(T, S)` weights, so it cannot return them. `"auto"` takes it when it
-    applies and `query_length * key_length` is at least `CHUNKED_MIN_SIZE`.
-    When a length is unknown while the graph is traced (`None`: a
-    TensorFlow function traced for variable-length batches, the usual case
-    of a functional model on `keras.Input((None, d))`), `"auto"` gives
-    `"runtime"`: the graph holds both paths and picks one from the actual
-    lengths each time it runs. `"chunked"` with `return_weights=True` raises
-    a ValueError saying why.
-    """
-    check_attention_impl(attention_impl)
-    if attention_impl == "dense":
-        return "dense"
-    if attention_impl == "chunked":
-        if return_weights:
-            raise ValueError(
-                'attention_impl="chunked" cannot be used with '
-                "`return_attention_scores=True` (the chunked path never holds "
-                'the (T, S) weights). Use attention_impl="dense" or "auto". '
-                "Received: attention_impl='chunked'"
-            )
-        return "chunked"
-    if return_weights:
-        return "dense"
-    lengths = (query_length, key_length)
-    if all(isinstance(n, int) for n in lengths):
-        return "dense" if query_length * key_length < CHUNKED_MIN_SIZE else "chunked"
-    if any(n is None for n in lengths) and keras.backend.backend() == "tensorflow":
-        return "runtime"
-    # JAX traces every call with concrete sizes; a symbolic dimension only
-    # appears while a functional model infers its output shapes, where the
-    # dense path's shapes are the same and cheaper to infer.
-    return "dense"
-
-
 def multi_head_attention(
     query,
     key,
@@ -443,12 +384,17 @@ def multi_head_attention(
     validate=True,
     score_modifier=None,
     mask_modifier=None,
+    flash_attention=None,
 ):
-    """Multi-head attention with its masks, on the dense or chunked path.
+    """Multi-head attention with its masks, on the dense, chunked or fused
+    path.
 
-    The one place that chooses between `dot_product_attention` (dense,
-    O(T S) memory) and `chunked_attention` (exact, O(T + S) memory); see
-    `choose_attention_impl`. Both give the same output and gradients.
+    The one place that runs the path `keras_attention.ops.plan_attention`
+    chooses: `dot_product_attention` (dense, O(T S) memory),
+    `chunked_attention` (exact, O(T + S) memory) or `fused_attention`
+    (`keras.ops.dot_product_attention`: the GPU's or TPU's fused kernel
+    where Keras has one). All give the same output and gradients (to
+    rounding); the plan is handed to `recording_attention_plans`.
 
     Args:
         query: `(B, T, N, H)`.
@@ -464,47 +410,60 @@ def multi_head_attention(
         causal_offset: absolute position of the first query.
         sliding_window: `None` or an int `w`: query `i` sees keys
             `|j - (causal_offset + i)| < w`.
-        attention_impl: `"auto"`, `"dense"` or `"chunked"`.
+        attention_impl: `"auto"`, `"dense"`, `"chunked"` or `"fused"`.
         return_weights: also return the weights (dense path only).
         dropout_rate, seed, training: attention dropout. The dense path
             draws it with `keras.random.dropout`, the chunked path with
             `chunked_attention`'s hash of the coordinates (the same
-            distribution, a different stream).
+            distribution, a different stream); the fused path has none (a
+            ValueError when it is asked for with active dropout).
         validate: check the masks; the layers, which check their own
             arguments under the names the caller used, pass `False`.
         score_modifier, mask_modifier: see `keras_attention.ops.modifiers`;
-            the same on both paths, query positions offset by
-            `causal_offset`.
+            the same on every path, query positions offset by
+            `causal_offset` (the fused path takes additive biases only).
+        flash_attention: Keras' switch, see `plan_attention`.
 
     Returns:
         `(output, weights)`: `(B, T, N, Hv)` and float32 `(B, N, T, S)`,
         or `None` for the weights when they were not asked for.
     """
-    impl = choose_attention_impl(
-        attention_impl,
-        query.shape[1],
-        key.shape[1],
-        return_weights=return_weights,
-    )
     masks = dict(
         query_mask=query_mask,
         value_mask=value_mask,
         key_mask=key_mask,
         attention_mask=attention_mask,
     )
-    if validate:
-        check_attention_masks(query, key, **masks, num_heads=query.shape[2])
     positional = dict(
         use_causal_mask=use_causal_mask,
         causal_offset=causal_offset,
         sliding_window=sliding_window,
     )
+    modifiers = dict(score_modifier=score_modifier, mask_modifier=mask_modifier)
+    plan = dispatch.record(
+        plan_attention(
+            attention_impl,
+            tuple(query.shape),
+            tuple(key.shape),
+            value.shape[-1],
+            query.dtype,
+            return_weights=return_weights,
+            dropout=dropout_rate > 0 and bool(training),
+            masked=any(m is not None for m in masks.values()),
+            flash_attention=flash_attention,
+            **positional,
+            **modifiers,
+        )
+    )
+    if validate:
+        check_attention_masks(query, key, **masks, num_heads=query.shape[2])
     args = (query, key, value, masks, positional)
     dropout = (dropout_rate, seed, training)
-    modifiers = dict(score_modifier=score_modifier, mask_modifier=mask_modifier)
-    if impl == "dense":
+    if plan.impl == "dense":
         return _dense(*args, dropout, modifiers, return_weights)
-    if impl == "chunked":
+    if plan.impl == "fused":
+        output = _fused(*args, modifiers, plan.flash_attention)
+    elif plan.impl == "chunked":
         output = _chunked_path(*args, dropout, modifiers)
     else:
         output = _runtime_choice(*args, dropout, modifiers)
@@ -515,6 +474,21 @@ def multi_head_attention(
     if query_mask is not None:
         output = output * ops.cast(query_mask, output.dtype)[:, :, None, None]
     return output, None
+
+
+def _fused(query, key, value, masks, positional, modifiers, flash_attention):
+    """`fused_attention` with the key padding merged into one `(B, S)` mask;
+    padded queries are zeroed by the caller."""
+    return fused_attention(
+        query,
+        key,
+        value,
+        key_mask=merge_masks(masks["value_mask"], masks["key_mask"]),
+        attention_mask=masks["attention_mask"],
+        **positional,
+        **modifiers,
+        flash_attention=flash_attention,
+    )
 
 
 def _dense(query, key, value, masks, positional, dropout, modifiers, return_weights):
@@ -555,7 +529,8 @@ def _runtime_choice(query, key, value, masks, positional, dropout, modifiers):
     """
     t_len, s_len = ops.shape(query)[1], ops.shape(key)[1]
     large = ops.greater_equal(
-        ops.cast(t_len, "int64") * ops.cast(s_len, "int64"), CHUNKED_MIN_SIZE
+        ops.cast(t_len, "int64") * ops.cast(s_len, "int64"),
+        dispatch.CHUNKED_MIN_SIZE,
     )
     if not tensorflow_xla_context():
         args = (query, key, value, masks, positional, dropout, modifiers)

@@ -13,6 +13,7 @@ from keras_attention.ops.chunked_attention import chunked_attention
 
 # `keras_attention.ops.attention` is also the name of a function.
 attention_module = importlib.import_module("keras_attention.ops.attention")
+dispatch_module = importlib.import_module("keras_attention.ops.dispatch")
 
 B, T, S, D, N, H = 2, 11, 7, 12, 3, 4
 
@@ -136,7 +137,7 @@ def test_auto_switches_at_the_threshold(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(attention_module, "chunked_attention", spy)
-    monkeypatch.setattr(attention_module, "CHUNKED_MIN_SIZE", T * T)
+    monkeypatch.setattr(dispatch_module, "CHUNKED_MIN_SIZE", T * T)
     layer = ka.layers.MultiHeadSelfAttention(N, H)
     x = np.random.default_rng(3).normal(size=(B, T, D)).astype("float32")
     layer(x)
@@ -184,7 +185,7 @@ def test_unknown_length_decides_when_the_graph_runs(monkeypatch):
             return tf.identity(out)
 
     monkeypatch.setattr(attention_module, "chunked_attention", spy)
-    monkeypatch.setattr(attention_module, "CHUNKED_MIN_SIZE", T * T)
+    monkeypatch.setattr(dispatch_module, "CHUNKED_MIN_SIZE", T * T)
     auto = ka.layers.MultiHeadSelfAttention(N, H)
     dense = ka.layers.MultiHeadSelfAttention(N, H, attention_impl="dense")
     x = np.random.default_rng(4).normal(size=(B, T, D)).astype("float32")
@@ -207,7 +208,7 @@ def test_unknown_length_choice_trains_under_xla(monkeypatch):
     """`fit` under XLA on `keras.Input((None, D))` with padded batches on
     both sides of the threshold: the same losses and weights as the dense
     path (the run-time `cond` and its gradient compile, masks included)."""
-    monkeypatch.setattr(attention_module, "CHUNKED_MIN_SIZE", T * T)
+    monkeypatch.setattr(dispatch_module, "CHUNKED_MIN_SIZE", T * T)
     rng = np.random.default_rng(5)
     # Batch sizes vary too: Keras retraces for `(None, None, D)`.
     shapes = [(B, T), (B + 1, 3), (B, T + 2), (B + 1, T + 1)]
@@ -245,7 +246,7 @@ def test_unknown_length_under_xla_drops_the_same_weights_twice(monkeypatch, leng
     `sum(out * c) == sum(d/dvalue * value)` holds only if it does."""
     import tensorflow as tf
 
-    monkeypatch.setattr(attention_module, "CHUNKED_MIN_SIZE", T * T)
+    monkeypatch.setattr(dispatch_module, "CHUNKED_MIN_SIZE", T * T)
     rng = np.random.default_rng(9)
     q, k, v = (rng.normal(size=(B, length, N, H)).astype("float32") for _ in "qkv")
     c = rng.normal(size=v.shape).astype("float32")
@@ -276,7 +277,7 @@ def test_unknown_length_under_xla_trains_a_learned_score_modifier(monkeypatch):
     path does."""
     import tensorflow as tf
 
-    monkeypatch.setattr(attention_module, "CHUNKED_MIN_SIZE", 6 * 6)
+    monkeypatch.setattr(dispatch_module, "CHUNKED_MIN_SIZE", 6 * 6)
 
     def make(impl):
         keras.utils.set_random_seed(1)
