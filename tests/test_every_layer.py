@@ -316,6 +316,29 @@ def _class_name(case):
     return case.split("/")[0]
 
 
+def _fused_case(case):
+    """`LAYER_CASES[case]` rebuilt from its config with
+    `attention_impl="fused"` (keras.ops.dot_product_attention; its
+    composition on a CPU) and no attention dropout (the kernels have none)."""
+    layer, inputs = LAYER_CASES[case]()
+    config = {**layer.get_config(), "attention_impl": "fused"}
+    if "attention_dropout" in config:
+        config["attention_dropout"] = 0.0
+    elif isinstance(layer, ka.layers.MultiHeadAttention):
+        config["dropout"] = 0.0
+    return type(layer).from_config(config), inputs
+
+
+# The main case of every class that takes `attention_impl`, again on the
+# fused path. `test_implicit_masks.py` trains the classes with a mask case
+# under compiled fit on it too ("<case>+fused").
+FUSED_CASES = [
+    case
+    for case in CASES
+    if "/" not in case and "attention_impl" in LAYER_CASES[case]()[0].get_config()
+]
+
+
 def test_public_layers_are_discovered():
     assert {"ScoredAttention", "BahdanauAttention", "LuongAttention"} <= set(
         PUBLIC_LAYERS
@@ -371,6 +394,72 @@ def test_classes_left_to_test_large_have_a_compiled_fit_under_masks():
 @pytest.mark.parametrize("case", FIT_CASES)
 def test_jit_compile_fit(case):
     layer, inputs = LAYER_CASES[case]()
+    model = testing.make_model(layer, inputs)
+    rng = np.random.default_rng(1)
+    targets = [
+        rng.normal(size=output.shape).astype("float32")
+        for output in keras.tree.flatten(model(inputs))
+    ]
+    testing.check_jit_fit(
+        model, inputs, targets if len(targets) > 1 else targets[0], epochs=1
+    )
+
+
+@pytest.mark.parametrize("case", FUSED_CASES)
+def test_fused_path_equals_the_dense_path(case):
+    """Outputs and input gradients of the fused variant, with the weights
+    of a dense one (copied through the config, so the same layout)."""
+    fused, inputs = _fused_case(case)
+    config = {**fused.get_config(), "attention_impl": "dense"}
+    dense = type(fused).from_config(config)
+    inputs = inputs if isinstance(inputs, list) else [inputs]
+    want = keras.tree.flatten(dense(*inputs))
+    fused(*inputs)
+    fused.set_weights(dense.get_weights())
+    got = keras.tree.flatten(fused(*inputs))
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+
+    def loss(layer):
+        return lambda *xs: sum(
+            keras.ops.sum(keras.ops.sin(y)) for y in keras.tree.flatten(layer(*xs))
+        )
+
+    want = testing.input_gradients(loss(dense), inputs)
+    got = testing.input_gradients(loss(fused), inputs)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", FUSED_CASES)
+def test_fused_mixed_precision(case):
+    _, inputs = LAYER_CASES[case]()
+    testing.check_mixed_precision(lambda: _fused_case(case)[0], inputs)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        case
+        if case == "MultiHeadSelfAttention"
+        else pytest.param(case, marks=pytest.mark.large)
+        for case in FUSED_CASES
+    ],
+)
+def test_fused_save_and_load(case):
+    layer, inputs = _fused_case(case)
+    testing.check_serialization(testing.make_model(layer, inputs), inputs)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, marks=pytest.mark.large) if case in FIT_UNDER_MASKS else case
+        for case in FUSED_CASES
+    ],
+)
+def test_fused_jit_compile_fit(case):
+    layer, inputs = _fused_case(case)
     model = testing.make_model(layer, inputs)
     rng = np.random.default_rng(1)
     targets = [

@@ -166,7 +166,7 @@ def _attention_rnn_cell():
     )
 
 
-def _transformer():
+def _transformer(**kwargs):
     """The model embeds its own tokens and masks `padding_id`."""
     model = ka.models.Transformer(
         VOCAB,
@@ -177,6 +177,7 @@ def _transformer():
         num_encoder_layers=1,
         num_decoder_layers=1,
         dropout=0.0,
+        **kwargs,
     )
     real = QUERY_REAL
     rng = np.random.default_rng(5)
@@ -247,14 +248,14 @@ CASES = {
     "PointerAttention": lambda: _two_sequences(
         lambda: ka.layers.PointerAttention(units=3), loss="sparse"
     ),
-    "MultiHeadAttention": lambda: _two_sequences(
-        lambda: ka.layers.MultiHeadAttention(num_heads=2, key_dim=3)
+    "MultiHeadAttention": lambda **kw: _two_sequences(
+        lambda: ka.layers.MultiHeadAttention(num_heads=2, key_dim=3, **kw)
     ),
-    "MultiHeadSelfAttention": lambda: _one_sequence(
-        lambda: ka.layers.MultiHeadSelfAttention(num_heads=2, key_dim=3)
+    "MultiHeadSelfAttention": lambda **kw: _one_sequence(
+        lambda: ka.layers.MultiHeadSelfAttention(num_heads=2, key_dim=3, **kw)
     ),
-    "MultiHeadSelfAttention/causal": lambda: _one_sequence(
-        lambda: ka.layers.MultiHeadSelfAttention(num_heads=2, key_dim=3),
+    "MultiHeadSelfAttention/causal": lambda **kw: _one_sequence(
+        lambda: ka.layers.MultiHeadSelfAttention(num_heads=2, key_dim=3, **kw),
         use_causal_mask=True,
     ),
     "AttentionRNNCell": _attention_rnn_cell,
@@ -271,27 +272,29 @@ CASES = {
         lambda: ka.layers.AttentionRNNDecoder(_rnn_cell()),
         query_real=RIGHT_PADDED_QUERY_REAL,
     ),
-    "TransformerEncoderBlock": lambda: _one_sequence(
-        _block(ka.layers.TransformerEncoderBlock)
+    "TransformerEncoderBlock": lambda **kw: _one_sequence(
+        _block(ka.layers.TransformerEncoderBlock, **kw)
     ),
-    "TransformerDecoderBlock": lambda: _two_sequences(
-        _block(ka.layers.TransformerDecoderBlock)
+    "TransformerDecoderBlock": lambda **kw: _two_sequences(
+        _block(ka.layers.TransformerDecoderBlock, **kw)
     ),
-    "TransformerDecoderBlock/decoder-only-pre-ln": lambda: _one_sequence(
-        _block(ka.layers.TransformerDecoderBlock, normalize_first=True)
+    "TransformerDecoderBlock/decoder-only-pre-ln": lambda **kw: _one_sequence(
+        _block(ka.layers.TransformerDecoderBlock, normalize_first=True, **kw)
     ),
-    "TransformerEncoder": lambda: _one_sequence(
-        _stack(ka.layers.TransformerEncoder, normalize_first=True)
+    "TransformerEncoder": lambda **kw: _one_sequence(
+        _stack(ka.layers.TransformerEncoder, normalize_first=True, **kw)
     ),
-    "TransformerDecoder": lambda: _two_sequences(_stack(ka.layers.TransformerDecoder)),
-    "UniversalTransformerEncoder": lambda: _one_sequence(
+    "TransformerDecoder": lambda **kw: _two_sequences(
+        _stack(ka.layers.TransformerDecoder, **kw)
+    ),
+    "UniversalTransformerEncoder": lambda **kw: _one_sequence(
         lambda: ka.layers.UniversalTransformerEncoder(
-            num_heads=2, intermediate_dim=8, max_steps=2
+            num_heads=2, intermediate_dim=8, max_steps=2, **kw
         )
     ),
-    "UniversalTransformerDecoder": lambda: _two_sequences(
+    "UniversalTransformerDecoder": lambda **kw: _two_sequences(
         lambda: ka.layers.UniversalTransformerDecoder(
-            num_heads=2, intermediate_dim=8, max_steps=2
+            num_heads=2, intermediate_dim=8, max_steps=2, **kw
         )
     ),
     "Transformer": _transformer,
@@ -325,15 +328,30 @@ NO_MASK = {
     ),
 }
 
+
+def _class_name(case):
+    return case.split("/")[0].removesuffix(FUSED)
+
+
+# Classes that take `attention_impl`: their cases (`f(**layer_kwargs)`) run
+# again as "<case>+fused", with attention_impl="fused" (the kernels of
+# keras.ops.dot_product_attention; Keras' composition on a CPU).
+FUSED = "+fused"
+IMPL_CLASSES = {
+    "MultiHeadAttention", "MultiHeadSelfAttention", "TransformerEncoderBlock",
+    "TransformerDecoderBlock", "TransformerEncoder", "TransformerDecoder",
+    "UniversalTransformerEncoder", "UniversalTransformerDecoder", "Transformer",
+}  # fmt: skip
+
 # One case per class in `make test`; the variants in `make test-large`.
 CASE_PARAMS = [
     pytest.param(case, marks=pytest.mark.large) if "/" in case else case
     for case in sorted(CASES)
+] + [
+    pytest.param(case + FUSED, marks=pytest.mark.large) if "/" in case else case + FUSED
+    for case in sorted(CASES)
+    if _class_name(case) in IMPL_CLASSES
 ]
-
-
-def _class_name(case):
-    return case.split("/")[0]
 
 
 def _public(module, base):
@@ -355,7 +373,10 @@ def _np(x):
 
 def _build(case):
     """The case, its model compiled with XLA and its embeddings known."""
-    case = CASES[case]()
+    if case.endswith(FUSED):
+        case = CASES[case.removesuffix(FUSED)](attention_impl="fused")
+    else:
+        case = CASES[case]()
     case.model.compile(
         optimizer=keras.optimizers.SGD(learning_rate=0.5),
         loss=(

@@ -58,9 +58,10 @@ class TransformerDecoderBlock(TransformerBlockBase):
             own values).
         bias_initializer: initializer of every bias.
         seed: seed of the dropouts.
-        attention_impl: `"auto"`, `"dense"` or `"chunked"` (exact,
-            O(L)-memory attention), passed to the attention sublayers; see
-            `MultiHeadAttention`.
+        attention_impl: `"auto"`, `"dense"`, `"chunked"` (exact,
+            O(L)-memory attention) or `"fused"` (the GPU's or TPU's fused
+            kernel; no attention dropout), passed to the attention
+            sublayers; see `MultiHeadAttention`.
         num_key_value_heads: key/value heads of the attention (grouped-
             query attention); see `MultiHeadAttention`. The
             cross-attention takes it too.

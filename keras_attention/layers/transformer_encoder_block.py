@@ -42,9 +42,10 @@ class TransformerEncoderBlock(TransformerBlockBase):
             its own values, also from a seeded initializer).
         bias_initializer: initializer of every bias.
         seed: seed of the dropouts.
-        attention_impl: `"auto"`, `"dense"` or `"chunked"` (exact,
-            O(L)-memory attention), passed to the attention sublayer; see
-            `MultiHeadAttention`.
+        attention_impl: `"auto"`, `"dense"`, `"chunked"` (exact,
+            O(L)-memory attention) or `"fused"` (the GPU's or TPU's fused
+            kernel; no attention dropout), passed to the attention
+            sublayer; see `MultiHeadAttention`.
         num_key_value_heads: key/value heads of the attention (grouped-
             query attention); see `MultiHeadAttention`.
         score_modifier: the self-attention's score modifier; see

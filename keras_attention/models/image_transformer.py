@@ -64,8 +64,10 @@ class ImageTransformer(keras.Model):
         normalize_first: pre-LN blocks (the default) or post-LN.
         layer_norm_epsilon: epsilon of the layer normalizations.
         seed: seed of the dropouts.
-        attention_impl: `"auto"`, `"dense"` or `"chunked"`, passed to every
-            attention layer (see `keras_attention.ops.choose_attention_impl`).
+        attention_impl: `"auto"`, `"dense"`, `"chunked"` or `"fused"`,
+            passed to every attention layer (see
+            `keras_attention.ops.plan_attention`; `"fused"` needs
+            `attention_dropout=0`).
         **kwargs: base model arguments (`name`, `dtype`, ...).
 
     Call arguments:

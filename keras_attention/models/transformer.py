@@ -66,11 +66,13 @@ class Transformer(keras.Model):
         tie_weights: use the decoder embedding matrix as output projection.
         padding_id: the padding token id.
         seed: seed of the dropouts.
-        attention_impl: `"auto"`, `"dense"` or `"chunked"`, passed to every
-            attention layer of the encoder and decoder stacks (see
-            `keras_attention.ops.choose_attention_impl`): `"chunked"` is the
-            exact O(L)-memory path (every mask, attention dropout); it
-            cannot return attention scores.
+        attention_impl: `"auto"`, `"dense"`, `"chunked"` or `"fused"`,
+            passed to every attention layer of the encoder and decoder
+            stacks (see `keras_attention.ops.plan_attention`): `"chunked"`
+            is the exact O(L)-memory path (every mask, attention dropout);
+            `"fused"` runs `keras.ops.dot_product_attention` (the GPU's or
+            TPU's fused kernel) and needs `attention_dropout=0`; neither
+            returns attention scores.
         **kwargs: base model arguments (`name`, `dtype`, ...).
 
     Example:

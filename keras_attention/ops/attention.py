@@ -449,7 +449,11 @@ def multi_head_attention(
             query.dtype,
             return_weights=return_weights,
             dropout=dropout_rate > 0 and bool(training),
-            masked=any(m is not None for m in masks.values()),
+            # Query padding never reaches a kernel (padded rows are zeroed).
+            masked=any(
+                masks[name] is not None
+                for name in ("value_mask", "key_mask", "attention_mask")
+            ),
             flash_attention=flash_attention,
             **positional,
             **modifiers,

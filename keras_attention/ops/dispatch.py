@@ -36,6 +36,7 @@ import functools
 
 import keras
 
+from keras_attention.ops.fused_attention import kernel_causal
 from keras_attention.validation import check_choice
 
 ATTENTION_IMPLS = ("auto", "dense", "chunked", "fused")
@@ -178,11 +179,8 @@ class _Call:
 
     @property
     def kernel_causal(self):
-        """Causal, and expressible as the kernels' `is_causal` (top-left
-        aligned, square, no cache offset)."""
-        t_len, s_len = self.lengths
-        offset_zero = isinstance(self.causal_offset, int) and self.causal_offset == 0
-        return self.use_causal_mask and offset_zero and t_len == s_len
+        """Causal, and the kernels' `is_causal` (`fused_attention`'s rule)."""
+        return self.use_causal_mask and kernel_causal(*self.lengths, self.causal_offset)
 
     @property
     def needs_mask_or_bias(self):
@@ -225,8 +223,9 @@ def plan_attention(
         dropout: attention dropout is active in this call.
         masked: a padding mask or an `attention_mask` is given (causal
             masks and windows are their own arguments).
-        use_causal_mask, causal_offset, sliding_window, score_modifier,
-            mask_modifier: as in `multi_head_attention`.
+        use_causal_mask, causal_offset, sliding_window: as in
+            `multi_head_attention`.
+        score_modifier, mask_modifier: as in `multi_head_attention`.
         flash_attention: Keras' switch (`keras.layers.MultiHeadAttention`):
             `None` lets the dispatch decide, `False` keeps `"auto"` off the
             fused kernels, `True` asks for them (an error when the call

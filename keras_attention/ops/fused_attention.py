@@ -81,7 +81,9 @@ def fused_attention(
     q_pos = ops.cast(causal_offset, "int32") + ops.arange(t_len, dtype="int32")
     k_pos = ops.arange(s_len, dtype="int32")
     indices = position_indices(ops.shape(query)[0], query.shape[2], q_pos, k_pos)
-    is_causal = use_causal_mask and _kernel_causal(query, key, causal_offset)
+    is_causal = use_causal_mask and kernel_causal(
+        query.shape[1], key.shape[1], causal_offset
+    )
     mask = merge_masks(
         None if key_mask is None else ops.cast(key_mask, "bool")[:, None, None, :],
         _as_rank_4(attention_mask),
@@ -112,12 +114,14 @@ def fused_attention(
     return ops.cast(output, value.dtype)
 
 
-def _kernel_causal(query, key, causal_offset):
-    """Whether the causal mask is the kernels' `is_causal`: square (static
-    `T = S`) and no cache offset (a Python 0)."""
-    t_len, s_len = query.shape[1], key.shape[1]
+def kernel_causal(query_length, key_length, causal_offset):
+    """Whether a causal mask is the kernels' `is_causal`: square (static
+    `T = S`) and no cache offset (a Python 0). Keras' TPU path builds a
+    square causal mask whatever the lengths, and cuDNN's alignment for
+    `T != S` was not checked here, so every other causal mask is passed
+    as a `mask`."""
     offset_zero = isinstance(causal_offset, int) and causal_offset == 0
-    return offset_zero and t_len is not None and t_len == s_len
+    return offset_zero and query_length is not None and query_length == key_length
 
 
 def _as_rank_4(attention_mask):

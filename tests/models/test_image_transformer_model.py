@@ -72,17 +72,16 @@ def test_sampling_is_reproducible_by_seed():
     assert first.min() >= 0 and first.max() < LEVELS
 
 
-def test_local_chunked_equals_dense_and_the_mask_by_hand():
+@pytest.mark.parametrize("impl", ["chunked", "fused"])
+def test_local_chunked_and_fused_equal_dense_and_the_mask_by_hand(impl):
     images = _images()
     dense = _model(attention_impl="dense")
-    chunked = _model(attention_impl="chunked")
+    other = _model(attention_impl=impl)
     dense(images)
-    chunked(images)
-    chunked.set_weights(dense.get_weights())
+    other(images)
+    other.set_weights(dense.get_weights())
     expected = ops.convert_to_numpy(dense(images))
-    np.testing.assert_allclose(
-        ops.convert_to_numpy(chunked(images)), expected, atol=1e-5
-    )
+    np.testing.assert_allclose(ops.convert_to_numpy(other(images)), expected, atol=1e-5)
     # Full attention with the same weights sees more: different logits.
     full = _model(None)
     full(images)
@@ -106,8 +105,9 @@ def test_save_load_gives_identical_outputs(tmp_path):
     )
 
 
-def test_compiled_fit_lowers_the_loss():
-    model = _model(attention_impl="chunked")
+@pytest.mark.parametrize("impl", ["chunked", "fused"])
+def test_compiled_fit_lowers_the_loss(impl):
+    model = _model(attention_impl=impl)
     # Every image is the same stripes: easy to learn.
     images = np.tile(np.arange(SHAPE[1]) % LEVELS, (16, SHAPE[0], 1))
     model.compile(
