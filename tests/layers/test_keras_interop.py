@@ -21,8 +21,9 @@ def _np(x):
     return keras.ops.convert_to_numpy(x)
 
 
+@pytest.mark.parametrize("impl", ["dense", "fused"])
 @pytest.mark.parametrize("normalize_first", [False, True])
-def test_encoder_block_converts_both_ways_with_keras_hub(rng, normalize_first):
+def test_encoder_block_converts_both_ways_with_keras_hub(rng, normalize_first, impl):
     x = _x(rng, B, T, D)
     mask = np.ones((B, T), bool)
     mask[1, -2:] = False
@@ -30,7 +31,7 @@ def test_encoder_block_converts_both_ways_with_keras_hub(rng, normalize_first):
         intermediate_dim=F, num_heads=N, normalize_first=normalize_first
     )
     hub(x)
-    ours = ka.layers.TransformerEncoderBlock.from_keras_hub(hub, attention_impl="dense")
+    ours = ka.layers.TransformerEncoderBlock.from_keras_hub(hub, attention_impl=impl)
     # keras-hub gives padded queries uniform weights, we give them zeros:
     # compare the real positions.
     expected = _np(hub(x, padding_mask=mask))
@@ -42,17 +43,21 @@ def test_encoder_block_converts_both_ways_with_keras_hub(rng, normalize_first):
     np.testing.assert_allclose(back(x, padding_mask=mask), expected, atol=1e-6)
 
 
-def test_decoder_block_converts_both_ways_with_keras_hub(rng):
+@pytest.mark.parametrize("impl", ["auto", "fused"])
+def test_decoder_block_converts_both_ways_with_keras_hub(rng, impl):
     x, enc = _x(rng, B, T, D), _x(rng, B, S, D)
     hub = keras_hub.layers.TransformerDecoder(intermediate_dim=F, num_heads=N)
     hub(x, enc)
-    ours = ka.layers.TransformerDecoderBlock.from_keras_hub(hub)
+    ours = ka.layers.TransformerDecoderBlock.from_keras_hub(hub, attention_impl=impl)
+    assert ours.attention_impl == impl
     expected = _np(hub(x, enc))
     np.testing.assert_allclose(ours(x, enc), expected, atol=1e-5)
     np.testing.assert_allclose(ours.to_keras_hub()(x, enc), expected, atol=1e-6)
     decoder_only = keras_hub.layers.TransformerDecoder(intermediate_dim=F, num_heads=N)
     decoder_only(x)
-    converted = ka.layers.TransformerDecoderBlock.from_keras_hub(decoder_only)
+    converted = ka.layers.TransformerDecoderBlock.from_keras_hub(
+        decoder_only, attention_impl=impl
+    )
     np.testing.assert_allclose(converted(x), decoder_only(x), atol=1e-5)
 
 

@@ -54,12 +54,13 @@ def test_matches_keras_multi_head_attention_with_its_weights(rng, causal, padded
         dict(sliding_window=2),
     ],
 )
-def test_weights_convert_both_ways_with_keras(rng, kwargs):
+@pytest.mark.parametrize("impl", ["chunked", "fused"])
+def test_weights_convert_both_ways_with_keras(rng, kwargs, impl):
     query, value = _inputs(rng)
     ref = keras.layers.MultiHeadAttention(num_heads=N, key_dim=H, **kwargs)
     _keras_output(ref, query, value)  # builds it
-    ours = MultiHeadAttention.from_keras(ref, attention_impl="chunked")
-    assert ours.attention_impl == "chunked"
+    ours = MultiHeadAttention.from_keras(ref, attention_impl=impl)
+    assert ours.attention_impl == impl
     np.testing.assert_allclose(
         ours(query, value), _keras_output(ref, query, value), atol=1e-5
     )
