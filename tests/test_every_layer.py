@@ -393,7 +393,11 @@ def test_classes_left_to_test_large_have_a_compiled_fit_under_masks():
 
 @pytest.mark.parametrize("case", FIT_CASES)
 def test_jit_compile_fit(case):
-    layer, inputs = LAYER_CASES[case]()
+    _check_jit_fit(*LAYER_CASES[case]())
+
+
+def _check_jit_fit(layer, inputs):
+    """One epoch of `fit(jit_compile=True)` on random targets."""
     model = testing.make_model(layer, inputs)
     rng = np.random.default_rng(1)
     targets = [
@@ -459,16 +463,7 @@ def test_fused_save_and_load(case):
     ],
 )
 def test_fused_jit_compile_fit(case):
-    layer, inputs = _fused_case(case)
-    model = testing.make_model(layer, inputs)
-    rng = np.random.default_rng(1)
-    targets = [
-        rng.normal(size=output.shape).astype("float32")
-        for output in keras.tree.flatten(model(inputs))
-    ]
-    testing.check_jit_fit(
-        model, inputs, targets if len(targets) > 1 else targets[0], epochs=1
-    )
+    _check_jit_fit(*_fused_case(case))
 
 
 @pytest.mark.parametrize("case", sorted(CAUSAL_CASES))
