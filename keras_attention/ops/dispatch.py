@@ -402,7 +402,38 @@ def _cudnn_kernel(call, device):
             f"cuDNN's flash attention needs even lengths with a mask or bias "
             f"(T={t_len}, S={s_len})"
         )
+    refused = _keras_refuses_cudnn(call, head)
+    if refused:
+        return "composition", refused
     return "cudnn", f"cuDNN flash attention on {device.name or 'the GPU'}"
+
+
+def _keras_refuses_cudnn(call, head):
+    """Keras' own test of cuDNN's kernel for these shapes (cuDNN's version,
+    the compute capability, the layout), asked only on a real GPU: where it
+    says no, Keras runs its composition, quietly. A reason, or `None`.
+
+    The test is private to Keras (`keras.src.backend.jax.nn.
+    _can_use_flash_attention`, 3.15); it is not asked where it is missing.
+    """
+    import jax
+
+    if jax.devices()[0].platform != "gpu":
+        return None  # a faked accelerator (tests), or none
+    try:
+        from keras.src.backend.jax.nn import _can_use_flash_attention
+    except ImportError:
+        return None
+    (batch, t_len, heads, _), (_, s_len, groups, _) = call.query_shape, call.key_shape
+    batch = batch or 1
+    query = jax.ShapeDtypeStruct((batch, t_len, heads, head), call.dtype)
+    key = jax.ShapeDtypeStruct((batch, s_len, groups, head), call.dtype)
+    bias = None
+    if call.needs_mask_or_bias:
+        bias = jax.ShapeDtypeStruct((1, 1, t_len, s_len), call.dtype)
+    if _can_use_flash_attention(query, key, key, bias):
+        return None
+    return "Keras' own test refuses cuDNN's kernel for these inputs here"
 
 
 def _splash_kernel(call):
