@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-large test-jax bench bench-jax gpu-wheels gpu-check docs docs-serve docs-test lint format clean
+.PHONY: venv demo test test-large test-jax bench bench-jax gpu-wheels gpu-bundle gpu-check docs docs-serve docs-test lint format clean
 
 venv: $(STAMP)
 
@@ -67,7 +67,16 @@ gpu-wheels: $(STAMP)
 		$$($(PY) -c 'import importlib.metadata as m, sys; print(" ".join(f"{n}=={m.version(n)}" for n in sys.argv[1:]))' $(GPU_WHEELS))
 	@ls .whl
 
-# The whole GPU check (tests + attention benchmark); `--smoke` works on a CPU.
+# The Multi30k training split, tokenized here (TensorFlow, keras-hub) as the
+# translation example does, for `gpu_check.py --sections fit` on a machine
+# without them: .gpu/multi30k_de_en.npz (git-ignored, about 1 MB; carry
+# .gpu with .whl). GPU_DATA_DIR: train.{de,en}.gz (canonical SHA-256).
+GPU_DATA_DIR ?= ../shared/data/multi30k
+gpu-bundle: $(STAMP)
+	PYTHONPATH=. $(PY) benchmarks/gpu_bundle.py --data-dir $(GPU_DATA_DIR)
+
+# The whole GPU check (tests, layer benchmark, Multi30k fit); `--smoke` works
+# on a CPU.
 GPU_CHECK_ARGS ?=
 gpu-check:
 	benchmarks/gpu_check.sh $(GPU_CHECK_ARGS)

@@ -1,47 +1,95 @@
-"""Attention throughput under JAX (bfloat16): dense vs chunked vs Keras.
+"""Attention layers and a Multi30k Transformer under JAX on one device.
 
-The benchmark half of `benchmarks/gpu_check.sh` (issue 6, "GPU"): for
-machines that have JAX but not TensorFlow. Runs on whatever device JAX
-gives (GPU, or CPU with `--smoke`), with `KERAS_BACKEND=jax`.
+The benchmark half of `benchmarks/gpu_check.sh` (issue 6, "GPU"), for
+machines that have JAX but neither TensorFlow nor a package registry. It
+runs on whatever device JAX gives (a GPU, or a CPU with `--smoke`), with
+`KERAS_BACKEND=jax`, and imports no TensorFlow. Two sections
+(`--sections`, both by default):
 
-For each length L (default 4096 and 16384; `--smoke`: 256 and 512), with
-B=1, 8 heads, key_dim 64, inputs `(B, L, N, H)` in `--dtype` (bfloat16):
+`layers`: first a square bfloat16 matmul (`--matmul-size` 8192, `jax.jit`)
+timed in this run: the ceiling. Then, for each shape `(B, L, N, H)` of the
+grid (`--shapes`, default per `--dtypes` below) three candidates,
+forward+backward (the gradients of `sum(out * g)` for a fixed random `g`
+with respect to the input and every weight, through `layer.stateless_call`
+inside `jax.jit`):
 
-- `dense`: `keras_attention.ops.dot_product_attention` (the `(B, N, L, L)`
-  weights in float32, the matmuls in the input dtype);
-- `chunked-<C>`: `keras_attention.ops.chunked_attention` with query and key
-  blocks of C (`--chunk-sizes`; 512 is the library's default), exact, O(L)
-  memory, its blocks computed in float32;
-- `keras`: `keras.ops.dot_product_attention` (on a GPU with bf16 inputs
-  Keras may dispatch to cuDNN's fused attention): the anchor.
+- `ours`: `keras_attention.layers.MultiHeadSelfAttention(N, H)` on
+  `x` `(B, L, N H)` (`attention_impl="auto"`);
+- `keras`: `keras.layers.MultiHeadAttention(N, H)` on `(x, x)`;
+- `op`: `keras.ops.dot_product_attention` alone on `q, k, v` `(B, L, N, H)`
+  (gradients of q, k, v).
 
-each forward (`fwd`) and forward+backward (`fwd+bwd`: gradients of
-`sum(out * g)` w.r.t. Q, K, V for a fixed random `g`), compiled once with
-`jax.jit` (`.lower().compile()`: the compile time and XLA's temporary
-buffer size are reported), then `--rounds` rounds interleaved across the
-candidates, each call ended by `block_until_ready`; the median and min-max
-are reported. FLOPs are counted as `4 B N L^2 H` forward (Q K^T and P V) and
-3x that for forward+backward (recomputation not counted), halved with
-`--causal`. Achieved TFLOP/s are compared with a square bfloat16 matmul
-(`--matmul-size`, 8192) timed in the same run. Each row also gives the
-largest difference to the dense result (outputs, or the three gradients),
-relative to the dense result's largest magnitude.
+bfloat16 rows run the layers under Keras' `mixed_bfloat16` policy (float32
+weights, bfloat16 compute; `x`, `q`, `k`, `v` in bfloat16); float32 rows
+at JAX's default matmul precision. Each candidate is compiled once
+(`.lower().compile()`, timed as the compile time; XLA's temporary buffer
+size reported) and run once, then timed in rounds interleaved across the
+three (`--rounds` at most; a candidate stops once it has used
+`--max-candidate-s` seconds after 2 rounds), each sample ended by
+`block_until_ready` (calls under 20 ms run back to back within a sample,
+up to 50 times, and the sample is divided by their number). A row gives
+the median ms per call, the achieved TFLOP/s (attention `4 B N L^2 H`
+forward, halved with `--causal`; the layers add their four projections,
+`8 B L D^2` with `D = N H`; 3x both for forward+backward), their share
+of the matmul ceiling, the time ratio to `keras` (median of the
+per-round ratios; the issue's target is ours/keras <= 1.05 where both run
+the fused kernel), whether cuDNN's fused attention is in the compiled
+program (`fmha`: lines of `exe.as_text()` naming both "cudnn" and "fmha")
+and, for `ours`, the plans its attention took while it was traced
+(`keras_attention.ops.recording_attention_plans`: `impl/kernel`); for
+both layers, the largest difference of their input gradient to Keras'
+(`ours` gets Keras' weights, so both compute the same function).
+
+`fit`: one epoch of the Multi30k de->en Transformer of
+`examples/nlp/nmt_transformer.py` (3+3 layers, d_model 256, 8 heads,
+feed-forward 512, dropout 0.1, attention dropout 0, tied embeddings,
+label smoothing 0.1, Adam(0.9, 0.98, 1e-9) with its inverse-square-root
+schedule; `--fit-dtype` `mixed_bfloat16`) under `model.fit(jit_compile=True)`
+on the training split of `--bundle` (`.gpu/multi30k_de_en.npz`, made by
+`make gpu-bundle` where TensorFlow is; with `--smoke` and no bundle, or with
+`--bundle synthetic`, random pairs), in batches of about `--batch-tokens`
+target tokens padded to `--fit-buckets` (16, 32, 64: three shapes, three
+compilations), once per `--fit-paths` (`attention_impl`: fused, dense,
+chunked), each in a fresh Python process so that its peak memory is its
+own. The epoch starts with one batch of each shape (those steps compile);
+the others follow in a shuffled order. A row gives the target tokens (no
+padding) per second after those first steps, the wall time of the epoch and
+of its compiling steps, the peak device memory
+(`memory_stats()["peak_bytes_in_use"]`; n/a on a CPU), the epoch's mean
+training loss (the same seed in every process: the paths should agree) and
+the plans of the model's attention calls while the first training step
+was traced (`recording_attention_plans`).
+
+`--smoke` (a CPU, the tests; well under a minute on 2 cores): one shape
+(1, 128, 2, 16) in float32, a 256^3 matmul, 2 rounds; a 1+1-layer model
+of d_model 32, one bucket (64), 256 tokens per batch, 3 steps per path.
 
 A markdown report goes to stdout and to `--output` (default
-`$OUT/gpu_check.md` when `OUT` is set), rewritten after every row so that a
-run cut short keeps what it measured, with a JSON copy beside it. A
-candidate that fails (out of memory, say) is reported as failed and the run
-goes on; once `--budget-s` seconds have passed the remaining rows are
-skipped. Exit status 1 when a row failed or was skipped.
+`$OUT/gpu_check.md`, `$OUT` defaulting to `outputs/gpu_check`;
+`gpu_check_layers.md` or `gpu_check_fit.md` for one section), rewritten
+after every row so that a run cut short keeps what it measured, with a
+JSON twin beside it. A row that fails (out of memory, say) is reported and
+the run goes on; rows not started after `--budget-s` seconds are reported
+as skipped. Exit status 1 when a row failed or was skipped.
+
+This module parses the arguments, writes the report and runs the two
+sections, `benchmarks/gpu_layers.py` and `benchmarks/gpu_fit.py` (which
+also holds the entry of a fit path's process, `--fit-child`), imported as
+`benchmarks.*`: the repository root goes on `PYTHONPATH`, as below and in
+`gpu_check.sh`.
 
     KERAS_BACKEND=jax PYTHONPATH=. python benchmarks/gpu_check.py
     KERAS_BACKEND=jax PYTHONPATH=. python benchmarks/gpu_check.py --smoke
+    KERAS_BACKEND=jax PYTHONPATH=. python benchmarks/gpu_check.py \\
+        --sections layers --shapes 1,8192,16,128 --dtypes bfloat16 --causal
 """
 
 import argparse
+import collections
 import json
 import os
 import platform
+import shlex
 import sys
 import time
 import traceback
@@ -49,59 +97,191 @@ import traceback
 os.environ.setdefault("KERAS_BACKEND", "jax")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-PASSES = ("fwd", "fwd+bwd")
+DRIVER = os.path.abspath(__file__)  # a fit path's process runs it again
+ROOT = os.path.dirname(os.path.dirname(DRIVER))
+SECTIONS = ("layers", "fit")
+CANDIDATES = ("ours", "keras", "op")
+DTYPES = ("bfloat16", "float16", "float32")
+FIT_PATHS = ("auto", "fused", "dense", "chunked")
+DEFAULT_BUNDLE = os.path.join(ROOT, ".gpu", "multi30k_de_en.npz")
+# The model of examples/nlp/nmt_transformer.py, and a tiny one for --smoke.
+FIT_MODELS = {
+    "multi30k": dict(hidden_dim=256, num_heads=8, intermediate_dim=512, num_layers=3),
+    "tiny": dict(hidden_dim=32, num_heads=2, intermediate_dim=64, num_layers=1),
+}
+BUDGETS = {"layers": 150.0, "fit": 100.0}  # default --budget-s, per section
+REPORTED_ENV = (
+    "XLA_FLAGS",
+    "JAX_DEFAULT_MATMUL_PRECISION",
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+)
+
+
+# -- arguments ----------------------------------------------------------------
+
+
+def shape_arg(text):
+    try:
+        shape = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        shape = ()
+    if len(shape) != 4 or min(shape) < 1:
+        raise argparse.ArgumentTypeError(
+            f"a shape is B,L,N,H: four positive integers. Received: {text!r}"
+        )
+    return shape
+
+
+def add_run_arguments(parser):
+    add = parser.add_argument
+    add("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    add("--smoke", action="store_true", help="tiny sizes (a CPU, the tests)")
+    add("--output", default=None, help="markdown report path (JSON beside it)")
+    add(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="skip the rows not started after this many seconds (default: "
+        f"{BUDGETS['layers']:g} for layers + {BUDGETS['fit']:g} for fit)",
+    )
+
+
+def add_layers_arguments(group):
+    group.add_argument(
+        "--shapes",
+        type=shape_arg,
+        nargs="+",
+        default=None,
+        metavar="B,L,N,H",
+        help="shapes for every --dtypes (default: a grid per dtype)",
+    )
+    group.add_argument("--dtypes", nargs="+", choices=DTYPES, default=None)
+    group.add_argument("--candidates", nargs="+", choices=CANDIDATES, default=None)
+    group.add_argument("--causal", action="store_true")
+    group.add_argument("--rounds", type=int, default=None, help="at most")
+    group.add_argument(
+        "--max-candidate-s",
+        type=float,
+        default=None,
+        help="stop timing a candidate after this many seconds (and 2 rounds)",
+    )
+    group.add_argument("--matmul-size", type=int, default=None)
+
+
+def add_fit_arguments(group):
+    add = group.add_argument
+    add(
+        "--bundle",
+        default=None,
+        help=f"npz of `make gpu-bundle` (default {os.path.relpath(DEFAULT_BUNDLE)}) "
+        "or 'synthetic'",
+    )
+    add("--fit-paths", nargs="+", choices=FIT_PATHS, default=None)
+    add(
+        "--fit-dtype",
+        choices=("mixed_bfloat16", "mixed_float16", "float32"),
+        default="mixed_bfloat16",
+    )
+    add("--fit-model", choices=tuple(FIT_MODELS), default=None)
+    add("--batch-tokens", type=int, default=None)
+    add("--fit-buckets", type=int, nargs="+", default=None)
+    add("--fit-steps", type=int, default=None, help="cap the steps")
+    add(
+        "--fit-child-timeout",
+        type=float,
+        default=None,
+        help="seconds one path's process may take",
+    )
+    add(
+        "--time-limit-s",
+        type=float,
+        default=None,
+        help="end a path's process so that this run ends by then (an outer "
+        "timeout: gpu_check.sh passes its own, less a few seconds)",
+    )
+    add("--seed", type=int, default=1337)
+    # Internal: one path of the fit section, in a child process.
+    add("--fit-child", default=None, help=argparse.SUPPRESS)
+    add("--fit-result", default=None, help=argparse.SUPPRESS)
+
+
+def set_layers_defaults(args):
+    small = args.smoke
+    if args.dtypes is None:
+        args.dtypes = ["float32"] if small else ["bfloat16", "float32"]
+    if args.candidates is None:
+        args.candidates = list(CANDIDATES)
+    if args.rounds is None:
+        args.rounds = 2 if small else 10
+    if args.max_candidate_s is None:
+        args.max_candidate_s = 1.0 if small else 1.5
+    if args.matmul_size is None:
+        args.matmul_size = 256 if small else 8192
+
+
+def set_fit_defaults(args):
+    small = args.smoke
+    if args.fit_paths is None:
+        args.fit_paths = ["fused", "dense", "chunked"]
+    if args.fit_model is None:
+        args.fit_model = "tiny" if small else "multi30k"
+    if args.batch_tokens is None:
+        args.batch_tokens = 256 if small else 4000
+    if args.fit_buckets is None:  # one shape (one compilation) in a smoke run
+        args.fit_buckets = [64] if small else [16, 32, 64]
+    args.fit_buckets = sorted(set(args.fit_buckets))
+    if args.fit_steps is None and small:
+        args.fit_steps = 3
+    if args.fit_child_timeout is None:
+        args.fit_child_timeout = 600.0 if small else 100.0
+    if args.bundle is None:
+        args.bundle = DEFAULT_BUNDLE
+        if small and not os.path.exists(DEFAULT_BUNDLE):
+            args.bundle = "synthetic"
+
+
+def set_run_defaults(args):
+    sections = set(args.sections)
+    if args.budget_s is None:
+        args.budget_s = 600.0 if args.smoke else sum(BUDGETS[s] for s in sections)
+    if args.output is None:
+        out = os.environ.get("OUT") or os.path.join(ROOT, "outputs", "gpu_check")
+        both = len(sections) == len(SECTIONS)
+        name = "gpu_check" if both else f"gpu_check_{args.sections[0]}"
+        args.output = os.path.join(out, name + ".md")
+
+
+def check_args(parser, args):
+    for name in ("rounds", "matmul_size", "batch_tokens"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer")
+    if args.fit_steps is not None and args.fit_steps < 1:
+        parser.error("--fit-steps must be a positive integer")
+    if min(args.fit_buckets) < 2 or any(b % 2 for b in args.fit_buckets):
+        parser.error(
+            "--fit-buckets must be even integers >= 2 (cuDNN's flash attention "
+            f"needs even lengths with a mask). Received: {args.fit_buckets}"
+        )
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lengths", type=int, nargs="+", default=None)
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--key-dim", type=int, default=64)
-    parser.add_argument("--dtype", default="bfloat16")
-    parser.add_argument("--causal", action="store_true")
-    parser.add_argument(
-        "--impls",
-        nargs="+",
-        default=["dense", "chunked", "keras"],
-        choices=["dense", "chunked", "keras"],
-    )
-    parser.add_argument("--chunk-sizes", type=int, nargs="+", default=None)
-    parser.add_argument("--passes", nargs="+", default=list(PASSES), choices=PASSES)
-    parser.add_argument("--rounds", type=int, default=None)
-    parser.add_argument("--matmul-size", type=int, default=None)
-    parser.add_argument(
-        "--budget-s",
-        type=float,
-        default=100.0,
-        help="skip the rows not started after this many seconds",
-    )
-    parser.add_argument("--output", default=None, help="markdown report path")
-    parser.add_argument(
-        "--smoke", action="store_true", help="tiny sizes, 2 rounds (CPU, tests)"
-    )
+    add_run_arguments(parser)
+    add_layers_arguments(parser.add_argument_group("layers"))
+    add_fit_arguments(parser.add_argument_group("fit"))
     args = parser.parse_args(argv)
-    small = args.smoke
-    if args.lengths is None:
-        args.lengths = [256, 512] if small else [4096, 16384]
-    if args.chunk_sizes is None:
-        args.chunk_sizes = [128] if small else [512, 2048]
-    if args.rounds is None:
-        args.rounds = 2 if small else 10
-    if args.matmul_size is None:
-        args.matmul_size = 256 if small else 8192
-    if args.output is None and os.environ.get("OUT"):
-        args.output = os.path.join(os.environ["OUT"], "gpu_check.md")
-    for name in ("batch", "heads", "key_dim", "rounds", "matmul_size"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be a positive integer")
-    if min(args.lengths + args.chunk_sizes) < 1:
-        parser.error("--lengths and --chunk-sizes must be positive integers")
+    set_layers_defaults(args)
+    set_fit_defaults(args)
+    set_run_defaults(args)
+    check_args(parser, args)
     return args
 
 
+# -- the report and timing helpers ---------------------------------------------
+
+
 def spread(values, scale=1e3, digits=3):
-    """`median (min-max)` of seconds, in milliseconds by default."""
+    """`(median, "median (min-max)")` of seconds, in milliseconds."""
     values = sorted(values)
     median = values[len(values) // 2]
     if len(values) % 2 == 0:
@@ -112,26 +292,44 @@ def spread(values, scale=1e3, digits=3):
     )
 
 
+def median(values):
+    return spread(values)[0] if values else float("nan")
+
+
 def short_error(exc):
     """The first line of an exception, trimmed for a table cell."""
-    text = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    text = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
     text = text.replace("|", "/")
-    return text[:140] + ("..." if len(text) > 140 else "")
+    return text[:160] + ("..." if len(text) > 160 else "")
 
 
 class Report:
-    """Markdown lines printed as they come and rewritten to `path`."""
+    """Markdown lines printed as they come, and rewritten to `path` (with
+    a JSON twin: `meta` and `rows`) after every line."""
 
     def __init__(self, path):
         self.path = path
         self.lines = []
         self.rows = []
         self.meta = {}
+        self.failures = 0
+        self.skipped = 0
 
     def add(self, line=""):
         print(line, flush=True)
         self.lines.append(line)
         self.save()
+
+    def row(self, row, line):
+        """A result row: counted when it failed or was skipped."""
+        error = row.get("error")
+        if error:
+            if error.startswith("skipped"):
+                self.skipped += 1
+            else:
+                self.failures += 1
+        self.rows.append(row)
+        self.add(line)
 
     def save(self):
         if not self.path:
@@ -143,14 +341,51 @@ class Report:
             json.dump({"meta": self.meta, "rows": self.rows}, f, indent=1)
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    start_time = time.perf_counter()
+class Clock:
+    """Seconds since the start, against `--budget-s`."""
+
+    def __init__(self, budget_s):
+        self.start = time.perf_counter()
+        self.budget_s = budget_s
+
+    def elapsed(self):
+        return time.perf_counter() - self.start
+
+    def over(self):
+        return self.elapsed() > self.budget_s
+
+    def skip_reason(self):
+        return f"skipped: time budget ({self.elapsed():.0f} s > {self.budget_s:g} s)"
+
+
+def kernel_names():
+    """`AttentionPlan.kernel` (words) -> its short name (`cudnn`, ...)."""
+    from keras_attention.ops import dispatch
+
+    return {words: name for name, words in dispatch.KERNELS.items()}
+
+
+def plan_names(plans):
+    """`impl/kernel` of each plan, e.g. `fused/cudnn`."""
+    names = kernel_names()
+    return [f"{p.impl}/{names.get(p.kernel, p.kernel)}" for p in plans]
+
+
+def count_text(names):
+    counts = collections.Counter(names)
+    return ", ".join(f"{name} x{n}" for name, n in counts.items()) or "none"
+
+
+# -- main ---------------------------------------------------------------------
+
+
+def require_jax():
+    """Exit with a message unless jax, keras and numpy import, with Keras
+    on JAX."""
     try:
-        import jax
-        import jax.numpy as jnp
+        import jax  # noqa: F401
         import keras
-        import numpy as np
+        import numpy  # noqa: F401
     except ImportError as exc:
         sys.exit(
             f"gpu_check.py needs jax, keras and numpy: {exc}. On a machine "
@@ -162,12 +397,16 @@ def main(argv=None):
             "gpu_check.py measures under JAX: set KERAS_BACKEND=jax. "
             f"Received: backend={keras.backend.backend()!r}"
         )
-    import keras_attention as ka
+
+
+def run_meta(args, argv):
+    """The report's header facts: date, device, versions, command line."""
+    import jax
+    import keras
 
     device = jax.devices()[0]
-    report = Report(args.output)
-    b, n, h, dtype = args.batch, args.heads, args.key_dim, args.dtype
-    report.meta = dict(
+    command = " ".join(shlex.quote(a) for a in ["benchmarks/gpu_check.py", *argv])
+    return dict(
         date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         device=f"{device.device_kind} ({device.platform}, {jax.device_count()} "
         "device(s))",
@@ -175,192 +414,71 @@ def main(argv=None):
         keras=keras.__version__,
         python=platform.python_version(),
         host=f"{os.cpu_count()} CPUs, {platform.machine()}",
-        args=vars(args),
+        command=command,
+        env={k: os.environ[k] for k in REPORTED_ENV if k in os.environ},
+        args={k: v for k, v in vars(args).items() if not k.startswith("fit_child")},
     )
-    report.add(
-        f"## keras-attention GPU check: attention in {dtype} under JAX"
-        + (" (SMOKE sizes)" if args.smoke else "")
-    )
+
+
+def add_header(args, report):
+    meta = report.meta
+    title = "## keras-attention GPU check under JAX"
+    report.add(title + (" (SMOKE sizes)" if args.smoke else ""))
     report.add()
     report.add(
-        f"{report.meta['date']}; device: {report.meta['device']}; "
-        f"jax {jax.__version__}, keras {keras.__version__} (backend jax), "
-        f"Python {report.meta['python']}, {report.meta['host']}."
+        f"{meta['date']}; device: {meta['device']}; "
+        f"jax {meta['jax']}, keras {meta['keras']} (backend jax), "
+        f"Python {meta['python']}, {meta['host']}; `{meta['command']}`."
     )
     report.add()
 
-    def timed(fns, rounds):
-        """Interleaved rounds A B A B ... of already compiled callables."""
-        times = {name: [] for name in fns}
-        for _ in range(rounds):
-            for name, fn in fns.items():
-                t0 = time.perf_counter()
-                jax.block_until_ready(fn())
-                times[name].append(time.perf_counter() - t0)
-        return times
 
-    # -- the matmul ceiling -------------------------------------------------
-    m = args.matmul_size
-    keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    a = jax.random.normal(keys[0], (m, m), dtype)
-    c = jax.random.normal(keys[1], (m, m), dtype)
-    matmul = jax.jit(jnp.matmul).lower(a, c).compile()
-    jax.block_until_ready(matmul(a, c))
-    mm_times = timed({"mm": lambda: matmul(a, c)}, max(args.rounds, 5))["mm"]
-    mm_median, mm_text = spread(mm_times)
-    ceiling = 2 * m**3 / mm_median
-    report.meta["matmul"] = dict(size=m, seconds=mm_times, tflops_median=ceiling / 1e12)
+def run_sections(args, argv, report, clock):
+    # Imported here, not at the top: they import this module's helpers.
+    from benchmarks import gpu_fit
+    from benchmarks import gpu_layers
+
+    runs = {
+        "layers": lambda: gpu_layers.layers_section(args, report, clock),
+        "fit": lambda: gpu_fit.fit_section(args, argv, report, clock),
+    }
+    for section in SECTIONS:
+        if section not in args.sections:
+            continue
+        try:
+            runs[section]()
+        except Exception as exc:  # a bug of this script: report, go on
+            traceback.print_exc(file=sys.stderr)
+            report.failures += 1
+            report.add(f"Section {section} FAILED: {short_error(exc)}")
+            report.add()
+
+
+def add_total(report, clock):
+    """The last line; the exit status: 1 when a row failed or was skipped."""
+    total = clock.elapsed()
+    report.meta.update(seconds=total, failures=report.failures, skipped=report.skipped)
     report.add(
-        f"{dtype} matmul {m}x{m}x{m} (jax.jit): {mm_text} ms, "
-        f"**{ceiling / 1e12:.4g} TFLOP/s** (median; best "
-        f"{2 * m**3 / min(mm_times) / 1e12:.4g}): the ceiling below."
+        f"Total {total:.0f} s; {report.failures} row(s) failed, "
+        f"{report.skipped} skipped (time budget)."
     )
-    report.add()
-    report.add(
-        f"B={b}, {n} heads, key_dim {h}, {'causal' if args.causal else 'no mask'}; "
-        f"FLOPs 4 B N L^2 H forward, 3x forward+backward"
-        f"{', halved (causal)' if args.causal else ''}; median (min-max) of "
-        f"{args.rounds} interleaved rounds after compiling; rel. err = max |x - "
-        "dense| / max |dense| over the output (fwd) or dQ, dK, dV (fwd+bwd)."
-    )
-    report.add()
-    report.add(
-        "| L | impl | pass | ms | TFLOP/s | % of matmul | XLA temp GiB "
-        "| compile s | rel. err vs dense |"
-    )
-    report.add("|---|---|---|---|---|---|---|---|---|")
+    return 1 if report.failures or report.skipped else 0
 
-    def candidates():
-        """name -> attention(q, k, v) -> (B, L, N, H)."""
-        out = {}
-        if "dense" in args.impls:
 
-            def dense(q, k, v):
-                mask = None
-                if args.causal:
-                    length = q.shape[1]
-                    mask = ka.ops.causal_mask(length, length)
-                return ka.ops.dot_product_attention(q, k, v, mask=mask)[0]
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    require_jax()
+    if args.fit_child:  # one path of the fit section, in its own process
+        from benchmarks import gpu_fit
 
-            out["dense"] = dense
-        if "chunked" in args.impls:
-            for size in args.chunk_sizes:
-
-                def chunked(q, k, v, size=size):
-                    return ka.ops.chunked_attention(
-                        q,
-                        k,
-                        v,
-                        causal=args.causal,
-                        query_chunk_size=size,
-                        key_chunk_size=size,
-                    )
-
-                out[f"chunked-{size}"] = chunked
-        if "keras" in args.impls:
-
-            def keras_attention(q, k, v):
-                return keras.ops.dot_product_attention(q, k, v, is_causal=args.causal)
-
-            out["keras"] = keras_attention
-        return out
-
-    def program(attend, kind):
-        """`(q, k, v, g) ->` the output, or the gradients of `sum(out * g)`."""
-        if kind == "fwd":
-            return lambda q, k, v, g: attend(q, k, v)
-
-        def loss(q, k, v, g):
-            return jnp.sum(attend(q, k, v).astype("float32") * g)
-
-        return jax.grad(loss, argnums=(0, 1, 2))
-
-    def rel_error(result, reference):
-        if reference is None:
-            return "n/a"
-        worst = 0.0
-        for x, y in zip(
-            jax.tree_util.tree_leaves(result),
-            jax.tree_util.tree_leaves(reference),
-            strict=True,
-        ):
-            x = np.asarray(x, "float32")
-            y = np.asarray(y, "float32")
-            scale = max(float(np.abs(y).max()), 1e-30)
-            worst = max(worst, float(np.abs(x - y).max()) / scale)
-        return f"{worst:.1e}"
-
-    failures = skipped = 0
-    for length in args.lengths:
-        rng = jax.random.split(jax.random.PRNGKey(length), 4)
-        shape = (b, length, n, h)
-        q, k, v = (jax.random.normal(r, shape, dtype) for r in rng[:3])
-        upstream = jax.random.normal(rng[3], shape, "float32")
-        inputs = (q, k, v, upstream)
-        flops = 4 * b * n * length**2 * h / (2 if args.causal else 1)
-        for kind in args.passes:
-            work = flops * (1 if kind == "fwd" else 3)
-            compiled, info, reference = {}, {}, None
-            for name, attend in candidates().items():
-                elapsed = time.perf_counter() - start_time
-                if elapsed > args.budget_s:
-                    info[name] = dict(error=f"skipped: time budget ({elapsed:.0f} s)")
-                    continue
-                try:
-                    t0 = time.perf_counter()
-                    fn = jax.jit(program(attend, kind))
-                    exe = fn.lower(*inputs).compile()
-                    result = jax.block_until_ready(exe(*inputs))  # warm-up
-                    compile_s = time.perf_counter() - t0
-                    temp = None
-                    try:
-                        memory = exe.memory_analysis()
-                        temp = memory.temp_size_in_bytes / 2**30
-                    except Exception:  # not every backend reports it
-                        pass
-                    if name == "dense":
-                        reference = result
-                    info[name] = dict(
-                        compile_s=compile_s,
-                        temp_gib=temp,
-                        rel_err="0 (reference)"
-                        if name == "dense"
-                        else rel_error(result, reference),
-                    )
-                    del result
-                    compiled[name] = lambda exe=exe, args=inputs: exe(*args)
-                except Exception as exc:  # out of memory, an unsupported op...
-                    info[name] = dict(error=short_error(exc))
-                    traceback.print_exc(file=sys.stderr)
-            times = timed(compiled, args.rounds) if compiled else {}
-            for name, row in info.items():
-                row.update(length=length, impl=name, kind=kind)
-                if "error" in row:
-                    if row["error"].startswith("skipped"):
-                        skipped += 1
-                    else:
-                        failures += 1
-                    report.rows.append(row)
-                    report.add(f"| {length} | {name} | {kind} | {row['error']} |")
-                    continue
-                median, text = spread(times[name])
-                row.update(seconds=times[name], tflops=work / median / 1e12)
-                report.rows.append(row)
-                temp = "?" if row["temp_gib"] is None else f"{row['temp_gib']:.3g}"
-                report.add(
-                    f"| {length} | {name} | {kind} | {text} | {row['tflops']:.4g} "
-                    f"| {100 * work / median / ceiling:.1f}% | {temp} "
-                    f"| {row['compile_s']:.1f} | {row['rel_err']} |"
-                )
-            del compiled, reference
-    report.add()
-    total = time.perf_counter() - start_time
-    report.meta["seconds"] = total
-    report.add(
-        f"Total {total:.0f} s; {failures} candidate(s) failed, {skipped} "
-        "skipped (time budget)."
-    )
-    return 1 if failures or skipped else 0
+        return gpu_fit.child_main(args)
+    clock = Clock(args.budget_s)
+    report = Report(args.output)
+    report.meta = run_meta(args, argv)
+    add_header(args, report)
+    run_sections(args, argv, report, clock)
+    return add_total(report, clock)
 
 
 if __name__ == "__main__":

@@ -1,28 +1,43 @@
 #!/usr/bin/env bash
 # keras-attention on a GPU machine that has JAX but not TensorFlow, and no
-# package registry (issue 6, "GPU"). In one run, well under 5 minutes:
+# package registry (issue 6, "GPU"). In one run, within 8 minutes (each
+# stage under its own `timeout`: 130 + 180 + 140 s at most, plus the
+# install):
 #
-#   1. installs keras and those of its dependencies the machine lacks from
+#   0. installs keras and those of its dependencies the machine lacks from
 #      local wheels ($WHEELS, default .whl/; `make gpu-wheels` fetches them
 #      on a machine with a registry) into $SITE, put first on PYTHONPATH;
-#   2. runs benchmarks/gpu_check.py: dense vs chunked vs Keras attention at
-#      L = 4096 and 16384 in bfloat16, forward and forward+backward, as
-#      achieved TFLOP/s against a bfloat16 matmul timed in the same run
-#      (first: the figures are kept even if the tests run out of time);
-#   3. runs the backend-agnostic layer tests with KERAS_BACKEND=jax
-#      (tests/ops tests/layers tests/test_scores.py, not `large`).
+#   1. runs the backend-agnostic layer tests with KERAS_BACKEND=jax
+#      (tests/ops tests/layers tests/test_scores.py, not `large`), float32
+#      matmuls at full precision for them (JAX_DEFAULT_MATMUL_PRECISION);
+#   2. benchmarks/gpu_check.py --sections layers: MultiHeadSelfAttention
+#      (auto) vs keras.layers.MultiHeadAttention vs keras.ops.
+#      dot_product_attention, forward+backward, L = 1k-32k, bfloat16 and
+#      float32, as ratios and as TFLOP/s against a bfloat16 matmul timed in
+#      the same run, with whether cuDNN's fused attention ran;
+#   3. benchmarks/gpu_check.py --sections fit: one epoch of the Multi30k
+#      Transformer under model.fit per attention path (a fresh process
+#      each): tokens/s, peak GPU memory, loss. It reads .gpu/multi30k_de_en.npz
+#      (`make gpu-bundle`, carried with the working tree).
 #
-# Usage (from anywhere; arguments go to gpu_check.py):
+# Usage (from anywhere; arguments go to both gpu_check.py runs):
 #   benchmarks/gpu_check.sh                 # the GPU run
 #   benchmarks/gpu_check.sh --smoke         # tiny sizes: works on a CPU
 # Environment (defaults):
 #   PYTHON=python3  WHEELS=.whl  SITE=/tmp/keras-attention-site
-#   OUT=outputs/gpu_check   (gpu_check.md/.json, tests.log, bench.log,
-#                            install.log, summary.md)
+#   OUT=outputs/gpu_check   (summary.md; gpu_check_layers.md/.json,
+#                            gpu_check_fit.md/.json; tests.log, layers.log,
+#                            fit.log, install.log)
 #   GPU_CHECK_TESTS="tests/ops tests/layers tests/test_scores.py"
 #   PYTEST_ARGS="-q -p no:cacheprovider"   TEST_WORKERS=8 (pytest-xdist; 0: off)
-#   BENCH_TIMEOUT=130  TEST_TIMEOUT=150 (seconds)  SKIP_TESTS=0
-# Exit status: 0 when the tests passed and every benchmark row ran.
+#   TEST_TIMEOUT=130  BENCH_TIMEOUT=180  FIT_TIMEOUT=140 (seconds; each
+#   gpu_check.py run gets --budget-s 40 s below its timeout, after which
+#   rows not started are reported as skipped, and --time-limit-s 8 s below,
+#   by which a fit path's process is ended; arguments given to this script
+#   come later and win)
+#   SKIP_TESTS=0  SKIP_LAYERS=0  SKIP_FIT=0   (1: skip that stage)
+# Exit status: 0 when every stage that ran passed (tests, and every row of
+# both reports).
 
 set -uo pipefail
 
@@ -35,9 +50,12 @@ OUT="$(abspath "${OUT:-$ROOT/outputs/gpu_check}")"
 GPU_CHECK_TESTS="${GPU_CHECK_TESTS:-tests/ops tests/layers tests/test_scores.py}"
 PYTEST_ARGS="${PYTEST_ARGS:--q -p no:cacheprovider}"
 TEST_WORKERS="${TEST_WORKERS:-8}"
-TEST_TIMEOUT="${TEST_TIMEOUT:-150}"
-BENCH_TIMEOUT="${BENCH_TIMEOUT:-130}"
+TEST_TIMEOUT="${TEST_TIMEOUT:-130}"
+BENCH_TIMEOUT="${BENCH_TIMEOUT:-180}"
+FIT_TIMEOUT="${FIT_TIMEOUT:-140}"
 SKIP_TESTS="${SKIP_TESTS:-0}"
+SKIP_LAYERS="${SKIP_LAYERS:-0}"
+SKIP_FIT="${SKIP_FIT:-0}"
 
 mkdir -p "$OUT" || exit 2
 cd "$ROOT" || exit 2
@@ -56,7 +74,7 @@ with_timeout() {  # with_timeout SECONDS command...
     local seconds="$1"
     shift
     if command -v timeout >/dev/null; then
-        timeout --kill-after=15 "$seconds" "$@"
+        timeout --kill-after=10 "$seconds" "$@"
     else
         "$@"
     fi
@@ -139,22 +157,7 @@ if [ $status -ne 0 ]; then
 fi
 command -v nvidia-smi >/dev/null && nvidia-smi -L >>"$OUT/install.log" 2>&1
 
-# -- 2. benchmark --------------------------------------------------------------
-echo "== benchmark (timeout ${BENCH_TIMEOUT} s)"
-with_timeout "$BENCH_TIMEOUT" "$PYTHON" benchmarks/gpu_check.py \
-    --output "$OUT/gpu_check.md" "$@" 2>"$OUT/bench.log"
-rc=$?
-bench_ok=0
-if [ "$rc" = 0 ]; then
-    bench_ok=1
-    note "benchmark: ok ($OUT/gpu_check.md)"
-elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-    note "benchmark: TIMED OUT after ${BENCH_TIMEOUT} s (rows so far in gpu_check.md)"
-else
-    note "benchmark: FAILED, exit $rc (see bench.log: $(tail -n 1 "$OUT/bench.log"))"
-fi
-
-# -- 3. tests ------------------------------------------------------------------
+# -- 1. tests ------------------------------------------------------------------
 tests_ok=1
 if [ "$SKIP_TESTS" = 1 ]; then
     note "tests: skipped (SKIP_TESTS=1)"
@@ -165,10 +168,10 @@ else
     fi
     echo "== tests: $GPU_CHECK_TESTS (timeout ${TEST_TIMEOUT} s)"
     # The tests compare float32 results with numpy at tight tolerances: no
-    # TF32 for them (the benchmark keeps JAX's default precision).
-    export JAX_DEFAULT_MATMUL_PRECISION="${JAX_DEFAULT_MATMUL_PRECISION:-highest}"
+    # TF32 for them (only for them: the benchmarks keep JAX's default).
     # shellcheck disable=SC2086  # word splitting of the lists is intended
-    with_timeout "$TEST_TIMEOUT" "$PYTHON" -m pytest $GPU_CHECK_TESTS \
+    JAX_DEFAULT_MATMUL_PRECISION="${JAX_DEFAULT_MATMUL_PRECISION:-highest}" \
+        with_timeout "$TEST_TIMEOUT" "$PYTHON" -m pytest $GPU_CHECK_TESTS \
         $PYTEST_ARGS "${workers[@]}" 2>&1 | tee "$OUT/tests.log" | tail -n 15
     rc=${PIPESTATUS[0]}
     last="$(grep -E '(passed|failed|error|no tests ran)' "$OUT/tests.log" | tail -n 1)"
@@ -183,4 +186,41 @@ else
     fi
 fi
 
-[ "$tests_ok" = 1 ] && [ "$bench_ok" = 1 ]
+# -- 2. and 3. the two gpu_check.py sections ------------------------------------
+run_section() {  # run_section NAME TIMEOUT [args...]
+    local name="$1" seconds="$2"
+    shift 2
+    local report="$OUT/gpu_check_$name.md"
+    echo "== gpu_check.py --sections $name (timeout ${seconds} s)"
+    with_timeout "$seconds" "$PYTHON" benchmarks/gpu_check.py --sections "$name" \
+        --budget-s "$((seconds > 80 ? seconds - 40 : seconds / 2))" \
+        --time-limit-s "$((seconds > 20 ? seconds - 8 : seconds))" \
+        --output "$report" "$@" 2>"$OUT/$name.log"
+    local rc=$?
+    if [ "$rc" = 0 ]; then
+        note "$name: ok ($report)"
+        return 0
+    elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        note "$name: TIMED OUT after ${seconds} s (rows so far in $report)"
+    elif [ "$rc" = 1 ]; then
+        note "$name: a row failed or was skipped (see $report and $name.log)"
+    else
+        note "$name: FAILED, exit $rc (see $name.log: $(tail -n 1 "$OUT/$name.log"))"
+    fi
+    return 1
+}
+
+layers_ok=1
+if [ "$SKIP_LAYERS" = 1 ]; then
+    note "layers: skipped (SKIP_LAYERS=1)"
+else
+    run_section layers "$BENCH_TIMEOUT" "$@" || layers_ok=0
+fi
+fit_ok=1
+if [ "$SKIP_FIT" = 1 ]; then
+    note "fit: skipped (SKIP_FIT=1)"
+else
+    run_section fit "$FIT_TIMEOUT" "$@" || fit_ok=0
+fi
+
+[ "$tests_ok" = 1 ] && [ "$layers_ok" = 1 ] && [ "$fit_ok" = 1 ]
