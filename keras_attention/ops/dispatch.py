@@ -319,6 +319,9 @@ def _raise_if_not_fusable(call, what):
 
 
 def _fused_plan(call, why):
+    if call.flash_attention is False:
+        reason = f"{why}; flash_attention=False: Keras' composition"
+        return AttentionPlan("fused", KERNELS["composition"], reason, False)
     kernel, detail = fused_kernel(call)
     flash = None if kernel in ("cudnn", "splash") else False
     return AttentionPlan("fused", KERNELS[kernel], f"{why}; {detail}", flash)
@@ -341,11 +344,11 @@ def _flash_plan(attention_impl, call):
         )
     _raise_if_not_fusable(call, "flash_attention=True")
     device = accelerator()
-    if device is not None and device.kind == "tpu" and call.needs_mask_or_bias:
+    if device is not None and device.kind == "tpu":
         raise ValueError(
-            "flash_attention=True on a TPU: Keras' splash kernel takes no bias and "
-            "only a concrete mask shared by the batch, and this call needs a mask "
-            "or bias. Use flash_attention=None. Received: flash_attention=True"
+            "flash_attention=True on a TPU: Keras 3.15's splash path gives wrong "
+            "results (unscaled logits, a causal mask when none is given). Use "
+            "flash_attention=None. Received: flash_attention=True"
         )
     kernel, detail = fused_kernel(call)
     if kernel == "composition":
@@ -437,11 +440,15 @@ def _keras_refuses_cudnn(call, head):
 
 
 def _splash_kernel(call):
-    if call.needs_mask_or_bias:
-        return "composition", (
-            "on a TPU Keras takes its splash kernel only without a mask or bias"
-        )
-    return "splash", "the splash kernel of the TPU"
+    # Keras 3.15's TPU branch scales the queries by sqrt(H) for a splash
+    # kernel that does not divide by it, and builds a causal mask when none
+    # is given: its results are wrong (a review reproduced both in Pallas'
+    # interpret mode). Until a fixed Keras is checked, never send a call there.
+    del call
+    return "composition", (
+        "Keras 3.15's splash path on a TPU gives wrong results (unscaled "
+        "logits, a causal mask when none is given), so it is not used"
+    )
 
 
 def _plain_plan(call):

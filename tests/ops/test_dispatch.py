@@ -142,14 +142,20 @@ def test_auto_says_why_a_call_stays_off_the_kernel(gpu, monkeypatch, case):
 
 
 @pytest.mark.skipif(not JAX, reason="the fused kernels are JAX's (TensorFlow: none)")
-def test_a_tpu_takes_splash_only_without_mask_or_bias(tpu):
-    assert plan("auto", *_shapes(512), use_causal_mask=True).impl == "fused"
-    masked = plan("auto", *_shapes(512), masked=True)
-    assert masked.impl == "dense" and "without a mask or bias" in masked.reason
+def test_a_tpu_never_takes_kerass_splash_path(tpu):
+    causal = plan("auto", *_shapes(512), use_causal_mask=True)
+    assert causal.impl == "dense" and "wrong results" in causal.reason
+    fused = plan("fused", *_shapes(512))
+    assert fused.flash_attention is False and "composition" in fused.kernel
     offset = plan("auto", *_shapes(1, 512), use_causal_mask=True, causal_offset=7)
     assert offset.impl == "dense"  # decoding: a causal mask with an offset
     with pytest.raises(ValueError, match="on a TPU"):
-        plan("auto", *_shapes(512), masked=True, flash_attention=True)
+        plan("auto", *_shapes(512), flash_attention=True)
+
+
+def test_flash_attention_false_keeps_fused_on_the_composition(gpu):
+    got = plan("fused", *_shapes(512), dtype="bfloat16", flash_attention=False)
+    assert got.flash_attention is False and "composition" in got.kernel
 
 
 # -- flash_attention=True (Keras' meaning) -----------------------------------------------
