@@ -4,7 +4,7 @@ from typing import NamedTuple
 import keras
 from keras import ops
 
-from keras_attention.layers.attention_pooling import AttentionPooling
+from keras_attention.layers.pooling.attention_pooling import AttentionPooling
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rank
 from keras_attention.validation import check_rate

@@ -4,7 +4,7 @@ from keras import ops
 from keras_attention.decoding.sampling import check_sampling_arguments
 from keras_attention.decoding.sampling import sample as sample_tokens
 from keras_attention.decoding.sampling import seed_tensor
-from keras_attention.layers.transformer_decoder import TransformerDecoder
+from keras_attention.layers.transformer.transformer_decoder import TransformerDecoder
 from keras_attention.modifiers import BlockLocal2D
 from keras_attention.modifiers.base import deserialize
 from keras_attention.modifiers.base import serialize

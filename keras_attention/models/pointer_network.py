@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_attention import ops as ka_ops
 from keras_attention import scores
-from keras_attention.layers.pointer_attention import PointerAttention
+from keras_attention.layers.recurrent.pointer_attention import PointerAttention
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rank
 

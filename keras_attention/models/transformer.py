@@ -5,12 +5,12 @@ from keras import ops
 
 from keras_attention.decoding.beam_search import beam_search
 from keras_attention.decoding.sampling import sample
-from keras_attention.layers.position_embedding import PositionEmbedding
-from keras_attention.layers.sinusoidal_position_encoding import (
+from keras_attention.layers.transformer.position_embedding import PositionEmbedding
+from keras_attention.layers.transformer.sinusoidal_position_encoding import (
     SinusoidalPositionEncoding,
 )
-from keras_attention.layers.transformer_decoder import TransformerDecoder
-from keras_attention.layers.transformer_encoder import TransformerEncoder
+from keras_attention.layers.transformer.transformer_decoder import TransformerDecoder
+from keras_attention.layers.transformer.transformer_encoder import TransformerEncoder
 from keras_attention.modifiers import ALiBi
 from keras_attention.modifiers import RelativePositionBias
 from keras_attention.ops import check_attention_impl

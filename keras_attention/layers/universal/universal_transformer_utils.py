@@ -14,10 +14,12 @@ from keras import ops
 from keras_attention.initializers import fresh_initializer
 from keras_attention.layers.fine_tuning import FineTuningMixin
 from keras_attention.layers.results import LayerResult
-from keras_attention.layers.sinusoidal_position_encoding import (
+from keras_attention.layers.transformer.sinusoidal_position_encoding import (
     SinusoidalPositionEncoding,
 )
-from keras_attention.layers.transformer_layer_utils import SequenceLayerMixin
+from keras_attention.layers.transformer.transformer_layer_utils import (
+    SequenceLayerMixin,
+)
 from keras_attention.ops.act import halting_step
 from keras_attention.ops.act import initial_halting_state
 from keras_attention.ops.act import ponder_cost

@@ -2,7 +2,7 @@ import keras
 from keras import ops
 
 from keras_attention import ops as ka_ops
-from keras_attention.layers.scored_attention import ScoredAttention
+from keras_attention.layers.recurrent.scored_attention import ScoredAttention
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rank
 

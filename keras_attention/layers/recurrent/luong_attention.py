@@ -1,7 +1,7 @@
 import keras
 
 from keras_attention import scores
-from keras_attention.layers.scored_attention import ScoredAttention
+from keras_attention.layers.recurrent.scored_attention import ScoredAttention
 from keras_attention.validation import check_positive_int
 
 _LUONG_SCORES = ("general", "dot", "concat")

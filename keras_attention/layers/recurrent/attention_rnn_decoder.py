@@ -2,7 +2,7 @@ import keras
 from keras import ops
 
 from keras_attention import ops as ka_ops
-from keras_attention.layers.attention_rnn_cell import AttentionRNNCell
+from keras_attention.layers.recurrent.attention_rnn_cell import AttentionRNNCell
 from keras_attention.validation import check_rank
 from keras_attention.validation import check_same
 

@@ -1,7 +1,9 @@
 import keras
 from keras import ops
 
-from keras_attention.layers.transformer_decoder_block import TransformerDecoderBlock
+from keras_attention.layers.transformer.transformer_decoder_block import (
+    TransformerDecoderBlock,
+)
 from keras_attention.modifiers import BlockLocal1D
 from keras_attention.modifiers import BlockLocal2D
 from keras_attention.validation import check_rank

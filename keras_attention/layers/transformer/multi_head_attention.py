@@ -6,8 +6,8 @@ from keras_attention.initializers import fresh_initializer
 from keras_attention.keras_compat import first_mask
 from keras_attention.keras_compat import trace_output_spec
 from keras_attention.layers.fine_tuning import FineTuningMixin
-from keras_attention.layers.modified_attention import ModifiedAttentionMixin
 from keras_attention.layers.results import LayerResult
+from keras_attention.layers.transformer.modified_attention import ModifiedAttentionMixin
 from keras_attention.ops.cache import cache_entries
 from keras_attention.ops.dispatch import check_fused_options
 from keras_attention.validation import check_cache
@@ -566,10 +566,7 @@ class MultiHeadAttention(
         return_attention_scores,
         training,
     ):
-        overridden = (
-            type(self)._compute_attention is not MultiHeadAttention._compute_attention
-        )
-        if overridden:
+        if self._overrides_compute_attention():
             # A subclass' own `_compute_attention` (Keras' documented hook)
             # takes one merged mask.
             mask = ka_ops.compute_attention_mask(
@@ -653,6 +650,10 @@ class MultiHeadAttention(
             training=training,
             flash_attention=self._flash_attention,
         )
+
+    # What `ModifiedAttentionMixin._overrides_compute_attention` compares a
+    # subclass' `_compute_attention` with.
+    _kernel_compute_attention = _compute_attention
 
     def compute_output_spec(self, *args, **kwargs):
         # Traced from `call`: the cache, float32 scores `(B, N, T, S)`.

@@ -2,8 +2,12 @@ import keras
 from keras import ops
 
 from keras_attention.keras_compat import first_mask
-from keras_attention.layers.transformer_decoder_block import TransformerDecoderBlock
-from keras_attention.layers.universal_transformer_utils import UniversalTransformerBase
+from keras_attention.layers.transformer.transformer_decoder_block import (
+    TransformerDecoderBlock,
+)
+from keras_attention.layers.universal.universal_transformer_utils import (
+    UniversalTransformerBase,
+)
 from keras_attention.ops.cache import write_cache_entries
 from keras_attention.validation import check_cache
 

@@ -5,9 +5,11 @@ import keras
 from keras_attention.initializers import fresh_initializer
 from keras_attention.keras_compat import trace_output_spec
 from keras_attention.layers.fine_tuning import FineTuningMixin
-from keras_attention.layers.modified_attention import ModifiedAttentionMixin
-from keras_attention.layers.multi_head_attention import MultiHeadAttention
-from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
+from keras_attention.layers.transformer.modified_attention import ModifiedAttentionMixin
+from keras_attention.layers.transformer.multi_head_attention import MultiHeadAttention
+from keras_attention.layers.transformer.multi_head_self_attention import (
+    MultiHeadSelfAttention,
+)
 from keras_attention.ops import check_attention_impl
 from keras_attention.ops.dispatch import check_fused_options
 from keras_attention.validation import check_attention_mask

@@ -108,15 +108,20 @@ class ModifiedAttentionMixin:
             "rope_scaling_factor": self.rope_scaling_factor,
         }
 
+    def _overrides_compute_attention(self):
+        """Whether a subclass replaced `_compute_attention` (Keras' hook).
+
+        The layer using this mixin names its own implementation
+        `_kernel_compute_attention`, so the mixin needs no import of it.
+        """
+        cls = type(self)
+        return cls._compute_attention is not cls._kernel_compute_attention
+
     def _check_modifier_layout(self):
         """Called once built: the open core runs on this package's kernels."""
         if not self._uses_open_core():
             return
-        from keras_attention.layers.multi_head_attention import MultiHeadAttention
-
-        overridden = (
-            type(self)._compute_attention is not MultiHeadAttention._compute_attention
-        )
+        overridden = self._overrides_compute_attention()
         keras_path = not self._sequence_attention
         if keras_path or (overridden and (self.score_modifier or self.mask_modifier)):
             raise ValueError(

@@ -1,9 +1,15 @@
 import keras
 
 from keras_attention.keras_compat import first_mask
-from keras_attention.layers.transformer_encoder_block import TransformerEncoderBlock
-from keras_attention.layers.transformer_layer_utils import check_self_attention_masks
-from keras_attention.layers.universal_transformer_utils import UniversalTransformerBase
+from keras_attention.layers.transformer.transformer_encoder_block import (
+    TransformerEncoderBlock,
+)
+from keras_attention.layers.transformer.transformer_layer_utils import (
+    check_self_attention_masks,
+)
+from keras_attention.layers.universal.universal_transformer_utils import (
+    UniversalTransformerBase,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

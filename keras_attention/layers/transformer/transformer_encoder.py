@@ -3,9 +3,15 @@ from keras import ops
 
 from keras_attention.keras_compat import first_mask
 from keras_attention.layers.results import LayerResult
-from keras_attention.layers.transformer_encoder_block import TransformerEncoderBlock
-from keras_attention.layers.transformer_layer_utils import TransformerStackBase
-from keras_attention.layers.transformer_layer_utils import check_self_attention_masks
+from keras_attention.layers.transformer.transformer_encoder_block import (
+    TransformerEncoderBlock,
+)
+from keras_attention.layers.transformer.transformer_layer_utils import (
+    TransformerStackBase,
+)
+from keras_attention.layers.transformer.transformer_layer_utils import (
+    check_self_attention_masks,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

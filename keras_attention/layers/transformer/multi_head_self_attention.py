@@ -3,7 +3,7 @@ from keras import ops
 
 from keras_attention.initializers import BlockInitializer
 from keras_attention.keras_compat import first_mask
-from keras_attention.layers.multi_head_attention import MultiHeadAttention
+from keras_attention.layers.transformer.multi_head_attention import MultiHeadAttention
 from keras_attention.ops.loops import tensorflow_xla_context
 from keras_attention.validation import check_rank
 

@@ -2,7 +2,9 @@ import keras
 
 from keras_attention.keras_compat import first_mask
 from keras_attention.layers.results import LayerResult
-from keras_attention.layers.transformer_layer_utils import TransformerBlockBase
+from keras_attention.layers.transformer.transformer_layer_utils import (
+    TransformerBlockBase,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -2,13 +2,21 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_attention.layers.sinusoidal_position_encoding import _check_inputs_rank
-from keras_attention.layers.sinusoidal_position_encoding import _check_positions
-from keras_attention.layers.sinusoidal_position_encoding import _check_start_index
-from keras_attention.layers.sinusoidal_position_encoding import _positions
-from keras_attention.layers.sinusoidal_position_encoding import _received
-from keras_attention.layers.sinusoidal_position_encoding import _static_dim
-from keras_attention.layers.sinusoidal_position_encoding import _static_values
+from keras_attention.layers.transformer.sinusoidal_position_encoding import (
+    _check_inputs_rank,
+)
+from keras_attention.layers.transformer.sinusoidal_position_encoding import (
+    _check_positions,
+)
+from keras_attention.layers.transformer.sinusoidal_position_encoding import (
+    _check_start_index,
+)
+from keras_attention.layers.transformer.sinusoidal_position_encoding import _positions
+from keras_attention.layers.transformer.sinusoidal_position_encoding import _received
+from keras_attention.layers.transformer.sinusoidal_position_encoding import _static_dim
+from keras_attention.layers.transformer.sinusoidal_position_encoding import (
+    _static_values,
+)
 from keras_attention.validation import check_positive_int
 
 

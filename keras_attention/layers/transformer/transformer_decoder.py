@@ -4,9 +4,13 @@ from keras import ops
 from keras_attention import ops as ka_ops
 from keras_attention.keras_compat import first_mask
 from keras_attention.layers.results import LayerResult
-from keras_attention.layers.transformer_decoder_block import TransformerDecoderBlock
-from keras_attention.layers.transformer_layer_utils import TransformerStackBase
-from keras_attention.layers.transformer_layer_utils import head_size
+from keras_attention.layers.transformer.transformer_decoder_block import (
+    TransformerDecoderBlock,
+)
+from keras_attention.layers.transformer.transformer_layer_utils import (
+    TransformerStackBase,
+)
+from keras_attention.layers.transformer.transformer_layer_utils import head_size
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

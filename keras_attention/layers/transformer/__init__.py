@@ -1,0 +1,13 @@
+"""Multi-head attention, the Transformer's blocks and stacks, and positions.
+
+`MultiHeadAttention` is a drop-in for `keras.layers.MultiHeadAttention`
+with this package's open core (grouped key/value heads, score and mask
+modifiers, RoPE, caches, the dense/chunked/fused kernels of
+`keras_attention.ops`), mixed in from `modified_attention.py`;
+`MultiHeadSelfAttention` fuses the Q/K/V projection. The blocks
+(`TransformerEncoderBlock`, `TransformerDecoderBlock`) and stacks
+(`TransformerEncoder`, `TransformerDecoder`) are drop-ins for keras-hub's
+and share their scaffolding in `transformer_layer_utils.py`;
+`SinusoidalPositionEncoding` and `PositionEmbedding` add positions
+(Vaswani et al. 2017).
+"""
