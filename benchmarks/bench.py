@@ -93,9 +93,8 @@ import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
-from keras_attention.ops.chunked_attention import TENSORFLOW_XLA_CHUNK_SIZE  # noqa: E402
-from keras_attention.ops.chunked_attention import heads_per_group  # noqa: E402
-from keras_attention.ops.chunked_attention import tensorflow_xla_chunk_size  # noqa: E402
+from keras_attention.ops.block_plan import XLA_BLOCK  # noqa: E402
+from keras_attention.ops.block_plan import plan_blocks  # noqa: E402
 
 GIB = 1024**3
 SECTIONS = (
@@ -669,15 +668,24 @@ def bf16_section(args):
 
 
 def long_section(args):
-    # The op's default block size under TensorFlow's XLA on a CPU for this
-    # length (`default_chunk_size`) unless `--long-chunk` sets one.
-    chunk = args.long_chunk or tensorflow_xla_chunk_size(1, (args.long_length,))
-    chunk = min(chunk, args.long_length)
+    # The op's plan under TensorFlow's XLA on a CPU for this length
+    # (`plan_blocks`), with `--long-chunk`'s block size when it sets one.
     length, heads, dk = args.long_length, args.heads, args.key_dim
+    plan = plan_blocks(
+        1,
+        length,
+        length,
+        heads,
+        dk,
+        runtime="tensorflow-xla",
+        device="cpu",
+        block_sizes=(args.long_chunk, args.long_chunk),
+    )
+    chunk = plan.query_block
     print(
         f"\n### 10. Causal attention near the matmul limit: `ops.chunked_attention"
         f"(causal=True)` forward+backward under XLA, L={length}, B=1, {heads} "
-        f"heads, key_dim {dk}, chunks {chunk}\n"
+        f"heads, key_dim {dk}, chunks {chunk}\n\nPlan (`plan_blocks`): {plan.reason}\n"
     )
     ceiling = matmul_ceiling(args.matmul_size, args.rounds)
     blocks = -(-length // chunk)
@@ -691,7 +699,7 @@ def long_section(args):
         f"over the pairs on and below the diagonal): {flops / 1e12:.2f} TFLOP, "
         f"{flops / ceiling:.1f} s at the ceiling."
     )
-    group = heads_per_group(1, chunk, chunk, heads)  # as the op groups them
+    group = plan.heads_per_group  # as the op groups them
     per_block = block_products_seconds(chunk, group, dk, args.rounds)
     products = visited * -(-heads // group) * per_block
     print(
@@ -957,7 +965,7 @@ def modifier_section(args):
         args.modifier_heads,
         args.key_dim,
         # The op's own block size under XLA unless `--modifier-chunk` sets one.
-        args.modifier_chunk or TENSORFLOW_XLA_CHUNK_SIZE,
+        args.modifier_chunk or XLA_BLOCK,
     )
     print(
         f"\n### 6. Score modifiers on the chunked path: `ops.chunked_attention"

@@ -122,6 +122,7 @@ from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
+from examples.common.runs import last_epoch_rows  # noqa: E402
 
 DATA_URL = (
     "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
@@ -477,8 +478,7 @@ def train_method(args, positions, train_ids, val_ids, vocabulary_size):
     )
     wall_seconds = time.perf_counter() - start
     model.save_weights(weights_path)
-    with open(log_path) as f:  # the last row of each epoch (a run may resume)
-        rows = list({int(r["epoch"]): r for r in csv.DictReader(f)}.values())
+    rows = last_epoch_rows(log_path)  # a run may resume
     record = {
         "config": config,
         "parameters": model.count_params(),

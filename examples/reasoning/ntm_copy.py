@@ -110,6 +110,7 @@ import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
+from examples.common.runs import last_epoch_rows  # noqa: E402
 
 MODELS = ("ntm", "lstm")
 
@@ -313,8 +314,7 @@ def train(kind, args):
     )
     wall = time.perf_counter() - start
     model.save_weights(weights_path)
-    with open(log_path) as f:  # the last row of each epoch (a run may resume)
-        rows = list({int(r["epoch"]): r for r in csv.DictReader(f)}.values())
+    rows = last_epoch_rows(log_path)  # a run may resume
     record = {
         "config": config,
         "parameters": model.count_params(),

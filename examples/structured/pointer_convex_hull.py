@@ -37,11 +37,8 @@ picture of one example with the pointer distributions (`hull.png`) and the
 metrics (`metrics.json`).
 """
 
-import argparse
-import json
 import os
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -50,52 +47,24 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from scipy.spatial import ConvexHull  # noqa: E402
 
-import keras_attention as ka  # noqa: E402
+try:  # run from the repository root (the tests) or as a script (a sibling)
+    from examples.structured import pointer_common  # noqa: E402
+except ModuleNotFoundError:
+    import pointer_common  # noqa: E402
 
 END = 0  # input position of the end element
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument("--n", type=int, default=10, help="points per set")
-    parser.add_argument(
-        "--units", type=int, default=128, help="embedding and recurrent state width"
-    )
-    parser.add_argument(
-        "--cell", choices=["lstm", "gru"], default="lstm", help="recurrent cell"
-    )
-    parser.add_argument(
-        "--bidirectional", action="store_true", help="bidirectional encoder"
-    )
-    parser.add_argument(
-        "--glimpse", action="store_true", help="glimpse before pointing (Bello 2016)"
-    )
-    parser.add_argument("--epochs", type=int, default=10, help="training epochs")
-    parser.add_argument(
-        "--steps-per-epoch", type=int, default=500, help="batches per epoch"
-    )
-    parser.add_argument("--batch-size", type=int, default=128, help="batch size")
-    parser.add_argument(
-        "--learning-rate", type=float, default=2e-3, help="initial Adam learning rate"
-    )
+    parser = pointer_common.argument_parser(__doc__, 10, "points per set")
     parser.add_argument(
         "--train-size",
         type=int,
         default=100_000,
         help="point sets in the training pool (hulls are computed once, with scipy)",
     )
-    parser.add_argument(
-        "--test-size", type=int, default=10_000, help="fresh point sets to evaluate"
-    )
-    parser.add_argument(
-        "--beam-width", type=int, default=3, help="beam width (0 or 1: greedy only)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
-    parser.add_argument(
-        "--output-dir", default="outputs/pointer_convex_hull", help="where results go"
+    pointer_common.add_evaluation_arguments(
+        parser, "fresh point sets to evaluate", "outputs/pointer_convex_hull"
     )
     parser.add_argument(
         "--verbose", type=int, default=1, choices=[0, 1, 2], help="fit verbosity"
@@ -164,16 +133,6 @@ def evaluate(inputs, targets, pointers):
     return float(np.mean(exact)), float(np.mean(coverage))
 
 
-def decode_all(decode, x, batch_size=1000):
-    bar = keras.utils.Progbar(len(x), unit_name="set")
-    outputs = []
-    for start in range(0, len(x), batch_size):
-        chunk = x[start : start + batch_size]
-        outputs.append(np.array(decode(tf.constant(chunk))))
-        bar.add(len(chunk))
-    return np.concatenate(outputs)
-
-
 def plot_example(model, x, target, pointers, path):
     import matplotlib
 
@@ -210,32 +169,14 @@ def plot_example(model, x, target, pointers, path):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.n < 3:
-        raise ValueError(f"`--n` must be at least 3. Received: n={args.n}")
-    os.makedirs(args.output_dir, exist_ok=True)
-    keras.utils.set_random_seed(args.seed)
+    pointer_common.prepare_run(args, min_n=3)
     rng = np.random.default_rng(args.seed)
     print("Computing training hulls")
     x_train, y_train = make_data(rng, args.train_size, args.n)
     print("Computing test hulls")
     x_test, y_test = make_data(rng, args.test_size, args.n)
 
-    model = ka.models.PointerNetwork(
-        units=args.units,
-        cell=args.cell,
-        bidirectional=args.bidirectional,
-        glimpse=args.glimpse,
-        end_position=END,
-    )
-    total_steps = args.epochs * args.steps_per_epoch
-    schedule = keras.optimizers.schedules.CosineDecay(
-        args.learning_rate, decay_steps=max(total_steps, 1), alpha=0.05
-    )
-    model.compile(
-        optimizer=keras.optimizers.Adam(schedule, clipnorm=1.0),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="step_accuracy")],
-    )
+    model = pointer_common.compiled_model(args, end_position=END)
     train = (
         tf.data.Dataset.from_tensor_slices(
             ({"inputs": x_train, "pointers": y_train}, y_train)
@@ -245,36 +186,20 @@ def main(argv=None):
         .batch(args.batch_size)
         .prefetch(2)
     )
-    start = time.time()
-    history = model.fit(
-        train,
-        epochs=args.epochs,
-        steps_per_epoch=args.steps_per_epoch,
-        shuffle=False,
-        verbose=args.verbose,
-    )
-    train_seconds = time.time() - start
-    print(f"Training: {train_seconds:.0f} s")
+    history, train_seconds = pointer_common.fit_timed(model, train, args)
 
     metrics = {
         "n": args.n,
         "train_seconds": round(train_seconds, 1),
-        "train_sets_seen": total_steps * args.batch_size,
+        "train_sets_seen": args.epochs * args.steps_per_epoch * args.batch_size,
         "train_pool": args.train_size,
         "final_loss": float(history.history["loss"][-1]),
         "test_size": args.test_size,
         "mean_hull_size": float(np.mean([len(hull_sequence(t)) for t in y_test])),
     }
     greedy = None
-    for width in [1] + ([args.beam_width] if args.beam_width > 1 else []):
-        decode = tf.function(
-            lambda x, width=width: model.decode(x, beam_width=width)[0],
-            jit_compile=True,
-            autograph=False,
-        )
-        start = time.time()
-        pointers = decode_all(decode, x_test)
-        seconds = time.time() - start
+    for width in pointer_common.decoding_widths(args.beam_width):
+        pointers, seconds = pointer_common.decode_timed(model, x_test, width, "set")
         exact, coverage = evaluate(x_test, y_test, pointers)
         name = "greedy" if width == 1 else f"beam{width}"
         metrics.update(
@@ -295,10 +220,7 @@ def main(argv=None):
         greedy[0],
         os.path.join(args.output_dir, "hull.png"),
     )
-    with open(os.path.join(args.output_dir, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    print(json.dumps(metrics, indent=2))
-    return metrics
+    return pointer_common.write_metrics(metrics, args.output_dir)
 
 
 if __name__ == "__main__":

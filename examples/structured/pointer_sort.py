@@ -30,11 +30,8 @@ decoder as a SavedModel (`decoder/`), a picture of the pointer distributions
 for one example (`pointers.png`) and the metrics (`metrics.json`).
 """
 
-import argparse
-import json
 import os
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -42,44 +39,16 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import keras_attention as ka  # noqa: E402
+try:  # run from the repository root (the tests) or as a script (a sibling)
+    from examples.structured import pointer_common  # noqa: E402
+except ModuleNotFoundError:
+    import pointer_common  # noqa: E402
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument("--n", type=int, default=5, help="numbers per sequence")
-    parser.add_argument(
-        "--units", type=int, default=128, help="embedding and recurrent state width"
-    )
-    parser.add_argument(
-        "--cell", choices=["lstm", "gru"], default="lstm", help="recurrent cell"
-    )
-    parser.add_argument(
-        "--bidirectional", action="store_true", help="bidirectional encoder"
-    )
-    parser.add_argument(
-        "--glimpse", action="store_true", help="glimpse before pointing (Bello 2016)"
-    )
-    parser.add_argument("--epochs", type=int, default=10, help="training epochs")
-    parser.add_argument(
-        "--steps-per-epoch", type=int, default=500, help="batches per epoch"
-    )
-    parser.add_argument("--batch-size", type=int, default=128, help="batch size")
-    parser.add_argument(
-        "--learning-rate", type=float, default=2e-3, help="initial Adam learning rate"
-    )
-    parser.add_argument(
-        "--test-size", type=int, default=10_000, help="fresh sequences to evaluate"
-    )
-    parser.add_argument(
-        "--beam-width", type=int, default=3, help="beam width (0 or 1: greedy only)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
-    parser.add_argument(
-        "--output-dir", default="outputs/pointer_sort", help="where results go"
+    parser = pointer_common.argument_parser(__doc__, 5, "numbers per sequence")
+    pointer_common.add_evaluation_arguments(
+        parser, "fresh sequences to evaluate", "outputs/pointer_sort"
     )
     parser.add_argument(
         "--no-export", action="store_true", help="skip the SavedModel export"
@@ -99,17 +68,6 @@ def make_dataset(n, batch_size, steps):
         return {"inputs": x, "pointers": y}, y
 
     return tf.data.Dataset.range(steps).map(batch).prefetch(2)
-
-
-def decode_all(decode, x, batch_size=1000, label="decode"):
-    bar = keras.utils.Progbar(len(x), unit_name="sequence")
-    outputs = []
-    for start in range(0, len(x), batch_size):
-        chunk = x[start : start + batch_size]
-        outputs.append(np.array(decode(tf.constant(chunk))))
-        bar.add(len(chunk))
-    print(f"  ({label})")
-    return np.concatenate(outputs)
 
 
 def plot_pointers(model, x, pointers, path):
@@ -154,37 +112,12 @@ def export_decoder(model, n, path, x_check):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.n < 2:
-        raise ValueError(f"`--n` must be at least 2. Received: n={args.n}")
-    os.makedirs(args.output_dir, exist_ok=True)
-    keras.utils.set_random_seed(args.seed)
+    pointer_common.prepare_run(args, min_n=2)
 
-    model = ka.models.PointerNetwork(
-        units=args.units,
-        cell=args.cell,
-        bidirectional=args.bidirectional,
-        glimpse=args.glimpse,
-    )
+    model = pointer_common.compiled_model(args)
     total_steps = args.epochs * args.steps_per_epoch
-    schedule = keras.optimizers.schedules.CosineDecay(
-        args.learning_rate, decay_steps=max(total_steps, 1), alpha=0.05
-    )
-    model.compile(
-        optimizer=keras.optimizers.Adam(schedule, clipnorm=1.0),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="step_accuracy")],
-    )
     train = make_dataset(args.n, args.batch_size, total_steps)
-    start = time.time()
-    history = model.fit(
-        train,
-        epochs=args.epochs,
-        steps_per_epoch=args.steps_per_epoch,
-        shuffle=False,
-        verbose=args.verbose,
-    )
-    train_seconds = time.time() - start
-    print(f"Training: {train_seconds:.0f} s")
+    history, train_seconds = pointer_common.fit_timed(model, train, args)
 
     rng = np.random.default_rng(args.seed + 1)
     x_test = rng.random((args.test_size, args.n, 1), dtype=np.float32)
@@ -197,17 +130,11 @@ def main(argv=None):
         "final_loss": float(history.history["loss"][-1]),
         "test_size": args.test_size,
     }
-    widths = [1] + ([args.beam_width] if args.beam_width > 1 else [])
     greedy = None
-    for width in widths:
-        decode = tf.function(
-            lambda x, width=width: model.decode(x, beam_width=width)[0],
-            jit_compile=True,
-            autograph=False,
+    for width in pointer_common.decoding_widths(args.beam_width):
+        pointers, seconds = pointer_common.decode_timed(
+            model, x_test, width, "sequence", label=f"beam width {width}"
         )
-        start = time.time()
-        pointers = decode_all(decode, x_test, label=f"beam width {width}")
-        seconds = time.time() - start
         accuracy = float(np.mean(np.all(pointers == y_test, axis=1)))
         name = "greedy" if width == 1 else f"beam{width}"
         metrics[f"{name}_accuracy"] = accuracy
@@ -229,10 +156,7 @@ def main(argv=None):
         )
         metrics["saved_model_matches"] = bool(np.array_equal(served, greedy[:64]))
         print(f"SavedModel decoder agrees: {metrics['saved_model_matches']}")
-    with open(os.path.join(args.output_dir, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    print(json.dumps(metrics, indent=2))
-    return metrics
+    return pointer_common.write_metrics(metrics, args.output_dir)
 
 
 if __name__ == "__main__":

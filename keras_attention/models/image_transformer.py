@@ -5,14 +5,17 @@ from keras_attention.decoding.sampling import check_sampling_arguments
 from keras_attention.decoding.sampling import sample as sample_tokens
 from keras_attention.decoding.sampling import seed_tensor
 from keras_attention.layers.transformer.transformer_decoder import TransformerDecoder
+from keras_attention.models._transformer_common import block_arguments
+from keras_attention.models._transformer_common import block_config
+from keras_attention.models._transformer_common import check_attention_options
+from keras_attention.models._transformer_common import check_heads_divide
+from keras_attention.models._transformer_common import run_compiled
+from keras_attention.models._transformer_common import set_block_arguments
 from keras_attention.modifiers import BlockLocal2D
 from keras_attention.modifiers.base import deserialize
 from keras_attention.modifiers.base import serialize
-from keras_attention.ops import check_attention_impl
-from keras_attention.ops.dispatch import check_fused_options
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rate
-from keras_attention.validation import get_activation
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -127,32 +130,16 @@ class ImageTransformer(keras.Model):
             ("num_layers", num_layers),
         ):
             check_positive_int(name, value)
-        if hidden_dim % num_heads:
-            raise ValueError(
-                "`hidden_dim` must be divisible by `num_heads`. Received: "
-                f"hidden_dim={hidden_dim}, num_heads={num_heads}"
-            )
+        check_heads_divide(hidden_dim, num_heads)
         check_rate("dropout", dropout)
-        check_attention_impl(attention_impl)
-        check_fused_options(
-            attention_impl, dropout if attention_dropout is None else attention_dropout
-        )
+        check_attention_options(attention_impl, dropout, attention_dropout)
         mask_modifier = deserialize(mask_modifier)
         _check_mask_modifier(mask_modifier, image_shape)
         self.image_shape = image_shape
         self.num_levels = num_levels
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
         self.num_layers = num_layers
         self.mask_modifier = mask_modifier
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation = get_activation(activation)
-        self.normalize_first = normalize_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.seed = seed
-        self.attention_impl = attention_impl
+        set_block_arguments(self, locals())
         height, width = image_shape
         policy = self.dtype_policy
         # Level `num_levels` is the start symbol in front of the first pixel.
@@ -168,18 +155,9 @@ class ImageTransformer(keras.Model):
         self.embedding_dropout = keras.layers.Dropout(dropout, seed=seed, dtype=policy)
         self.decoder = TransformerDecoder(
             num_layers,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            activation=activation,
-            normalize_first=normalize_first,
-            layer_norm_epsilon=layer_norm_epsilon,
-            seed=seed,
-            attention_impl=attention_impl,
             mask_modifier=mask_modifier,
-            dtype=policy,
             name="decoder",
+            **block_arguments(self),
         )
         self.output_projection = keras.layers.Dense(
             num_levels, dtype=policy, name="output_projection"
@@ -266,44 +244,18 @@ class ImageTransformer(keras.Model):
         start = ops.full((num_images,), self.num_levels, dtype="int32")
         seed = seed_tensor(seed)
         args = (float(temperature), top_k)
-        if keras.config.backend() == "jax":
-            import jax
-
-            if args not in self._sample_functions:
-                self._sample_functions[args] = jax.jit(
-                    lambda start, seed: self._sample(start, seed, *args)
-                )
-        elif keras.config.backend() == "tensorflow":
-            import tensorflow as tf
-
-            if args not in self._sample_functions:
-                self._sample_functions[args] = tf.function(
-                    lambda start, seed: self._sample(start, seed, *args),
-                    jit_compile=True,
-                    reduce_retracing=True,
-                    autograph=False,  # keras.ops code: nothing to convert
-                )
-        else:
-            return self._sample(start, seed, *args)
-        return self._sample_functions[args](start, seed)
+        return run_compiled(
+            self._sample_functions, args, self._sample, start, seed, use_jax=True
+        )
 
     def get_config(self):
         return {
             **super().get_config(),
             "image_shape": self.image_shape,
             "num_levels": self.num_levels,
-            "hidden_dim": self.hidden_dim,
-            "num_heads": self.num_heads,
-            "intermediate_dim": self.intermediate_dim,
             "num_layers": self.num_layers,
             "mask_modifier": serialize(self.mask_modifier),
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "activation": keras.activations.serialize(self.activation),
-            "normalize_first": self.normalize_first,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "seed": self.seed,
-            "attention_impl": self.attention_impl,
+            **block_config(self),
         }
 
 

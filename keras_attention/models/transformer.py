@@ -11,13 +11,16 @@ from keras_attention.layers.transformer.sinusoidal_position_encoding import (
 )
 from keras_attention.layers.transformer.transformer_decoder import TransformerDecoder
 from keras_attention.layers.transformer.transformer_encoder import TransformerEncoder
+from keras_attention.models._transformer_common import block_arguments
+from keras_attention.models._transformer_common import block_config
+from keras_attention.models._transformer_common import check_attention_options
+from keras_attention.models._transformer_common import check_heads_divide
+from keras_attention.models._transformer_common import run_compiled
+from keras_attention.models._transformer_common import set_block_arguments
 from keras_attention.modifiers import ALiBi
 from keras_attention.modifiers import RelativePositionBias
-from keras_attention.ops import check_attention_impl
-from keras_attention.ops.dispatch import check_fused_options
 from keras_attention.ops.softmax import MASK_VALUE
 from keras_attention.validation import check_positive_int
-from keras_attention.validation import get_activation
 
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "relative")
 
@@ -116,10 +119,7 @@ class Transformer(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_attention_impl(attention_impl)
-        check_fused_options(
-            attention_impl, dropout if attention_dropout is None else attention_dropout
-        )
+        check_attention_options(attention_impl, dropout, attention_dropout)
         for name, value in (
             ("encoder_vocabulary_size", encoder_vocabulary_size),
             ("decoder_vocabulary_size", decoder_vocabulary_size),
@@ -128,11 +128,7 @@ class Transformer(keras.Model):
             ("max_length", max_length),
         ):
             check_positive_int(name, value)
-        if hidden_dim % num_heads:
-            raise ValueError(
-                "`hidden_dim` must be divisible by `num_heads`. Received: "
-                f"hidden_dim={hidden_dim}, num_heads={num_heads}"
-            )
+        check_heads_divide(hidden_dim, num_heads)
         if position_encoding not in POSITION_ENCODINGS:
             raise ValueError(
                 f"`position_encoding` must be one of {POSITION_ENCODINGS}. "
@@ -140,34 +136,14 @@ class Transformer(keras.Model):
             )
         self.encoder_vocabulary_size = encoder_vocabulary_size
         self.decoder_vocabulary_size = decoder_vocabulary_size
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
         self.num_encoder_layers = num_encoder_layers
         self.num_decoder_layers = num_decoder_layers
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation = get_activation(activation)
-        self.normalize_first = normalize_first
-        self.layer_norm_epsilon = layer_norm_epsilon
         self.position_encoding = position_encoding
         self.max_length = max_length
         self.tie_weights = tie_weights
         self.padding_id = padding_id
-        self.seed = seed
-        self.attention_impl = attention_impl
-        common = dict(
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            activation=activation,
-            normalize_first=normalize_first,
-            layer_norm_epsilon=layer_norm_epsilon,
-            seed=seed,
-            attention_impl=attention_impl,
-            dtype=self.dtype_policy,
-        )
+        set_block_arguments(self, locals())
+        common = block_arguments(self)
         self.encoder_embedding = keras.layers.Embedding(
             encoder_vocabulary_size,
             hidden_dim,
@@ -347,15 +323,13 @@ class Transformer(keras.Model):
 
         start = ops.full((batch,), start_id, dtype="int32")
         cache = self.decoder.init_cache(batch, max_length)
+        loop = (step_fn, start, cache, max_length)
+        ends = dict(end_token=end_id, pad_token=self.padding_id)
         if sampling is not None:
             temperature, top_k, top_p = sampling
             tokens, aux = sample(
-                step_fn,
-                start,
-                cache,
-                max_length,
-                end_token=end_id,
-                pad_token=self.padding_id,
+                *loop,
+                **ends,
                 temperature=temperature,
                 top_k=top_k,
                 top_p=top_p,
@@ -363,12 +337,8 @@ class Transformer(keras.Model):
             )
         else:
             tokens, aux, _ = beam_search(
-                step_fn,
-                start,
-                cache,
-                max_length,
-                end_token=end_id,
-                pad_token=self.padding_id,
+                *loop,
+                **ends,
                 num_beams=num_beams,
                 length_penalty_alpha=length_penalty_alpha,
             )
@@ -436,38 +406,22 @@ class Transformer(keras.Model):
         args += (bool(return_attention_scores), sampling)
         encoder_tokens = ops.convert_to_tensor(encoder_tokens, "int32")
         seed = sampling_module.seed_tensor(seed if sample else 0)
-        if keras.config.backend() != "tensorflow" or not jit_compile:
+        if not jit_compile:
             return self._search(encoder_tokens, seed, *args)
-        if args not in self._generate_functions:
-            import tensorflow as tf
-
-            self._generate_functions[args] = tf.function(
-                lambda tokens, seed: self._search(tokens, seed, *args),
-                jit_compile=True,
-                reduce_retracing=True,
-                autograph=False,  # keras.ops code: nothing to convert
-            )
-        return self._generate_functions[args](encoder_tokens, seed)
+        return run_compiled(
+            self._generate_functions, args, self._search, encoder_tokens, seed
+        )
 
     def get_config(self):
         return {
             **super().get_config(),
             "encoder_vocabulary_size": self.encoder_vocabulary_size,
             "decoder_vocabulary_size": self.decoder_vocabulary_size,
-            "hidden_dim": self.hidden_dim,
-            "num_heads": self.num_heads,
-            "intermediate_dim": self.intermediate_dim,
             "num_encoder_layers": self.num_encoder_layers,
             "num_decoder_layers": self.num_decoder_layers,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "activation": keras.activations.serialize(self.activation),
-            "normalize_first": self.normalize_first,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
+            **block_config(self),
             "position_encoding": self.position_encoding,
             "max_length": self.max_length,
             "tie_weights": self.tie_weights,
             "padding_id": self.padding_id,
-            "seed": self.seed,
-            "attention_impl": self.attention_impl,
         }

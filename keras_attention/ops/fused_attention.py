@@ -3,7 +3,7 @@ masks, modifiers and zero rows.
 
 Keras' op reaches the fused kernel of the hardware where it has one
 (cuDNN's flash attention under JAX on an NVIDIA GPU, the splash kernel on
-a TPU; see `keras_attention.ops.dispatch.fused_kernel`) and otherwise runs
+a TPU; see `keras_attention.ops.fused_plan.fused_kernel`) and otherwise runs
 its own composition of einsums and a float32 softmax. This module
 translates a call of `multi_head_attention` into its arguments:
 

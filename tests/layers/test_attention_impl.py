@@ -11,8 +11,8 @@ import keras_attention as ka
 from keras_attention import testing
 from keras_attention.ops.chunked_attention import chunked_attention
 
-# `keras_attention.ops.attention` is also the name of a function.
-attention_module = importlib.import_module("keras_attention.ops.attention")
+# `keras_attention.ops.multi_head` runs the paths (and imports `chunked_attention`).
+attention_module = importlib.import_module("keras_attention.ops.multi_head")
 dispatch_module = importlib.import_module("keras_attention.ops.dispatch")
 
 B, T, S, D, N, H = 2, 11, 7, 12, 3, 4

@@ -190,7 +190,7 @@ def _chunked_equals_dense_setup(monkeypatch):
 
     from keras_attention.ops.chunked_attention import chunked_attention
 
-    module = importlib.import_module("keras_attention.ops.attention")
+    module = importlib.import_module("keras_attention.ops.multi_head")
     monkeypatch.setattr(
         module,
         "chunked_attention",

@@ -7,11 +7,11 @@ import pytest
 from keras import ops
 
 from keras_attention import ops as ka_ops
-from keras_attention.ops.chunked_attention import LONG_CONTEXT_LENGTH
+from keras_attention.ops import block_plan
+from keras_attention.ops.block_plan import plan_blocks
 from keras_attention.ops.chunked_attention import chunked_attention
-from keras_attention.ops.chunked_attention import default_chunk_size
-from keras_attention.ops.chunked_attention import dropout_keep_mask
-from keras_attention.ops.chunked_attention import tensorflow_xla_chunk_size
+from keras_attention.ops.chunked_blocks import Blocks
+from keras_attention.ops.hashing import dropout_keep_mask
 from keras_attention.testing import input_gradients
 
 B, T, S, N, H, HV = 2, 23, 17, 3, 8, 5
@@ -311,13 +311,14 @@ def test_graph_mode_loops_run_one_iteration_at_a_time():
     assert set(loops) == {1}
 
 
-def test_default_chunk_size_is_256_under_tensorflow_xla_and_512_otherwise():
-    """The measured defaults (`DEFAULT_CHUNK_SIZE`): TensorFlow's XLA runs
-    256-blocks faster, its graph mode and JAX 512-blocks."""
+def test_default_block_is_256_under_tensorflow_xla_and_512_otherwise():
+    """The planner reads how the call is traced (`devices.runtime`):
+    TensorFlow's XLA runs 256-blocks faster, its graph mode and JAX
+    512-blocks (`block_plan`'s rule 1)."""
     seen = []
 
     def probe(x):
-        seen.append(default_chunk_size())
+        seen.append(plan_blocks(None, None, None, 2, 4).query_block)
         return x
 
     probe(ops.zeros((1,)))
@@ -332,43 +333,27 @@ def test_default_chunk_size_is_256_under_tensorflow_xla_and_512_otherwise():
         assert seen == [512, 512]
 
 
-def test_tensorflow_xla_takes_2048_blocks_for_one_long_sequence_on_a_cpu():
-    """From `LONG_CONTEXT_LENGTH` on, the longest known length decides, for
-    a batch of one; unknown sizes count as short, and an accelerator or a
-    larger batch keeps 256."""
-    long = LONG_CONTEXT_LENGTH
-    assert tensorflow_xla_chunk_size(1, (long - 1, None)) == 256
-    assert tensorflow_xla_chunk_size(1, (None, None)) == 256
-    assert tensorflow_xla_chunk_size(1, ()) == 256
-    assert tensorflow_xla_chunk_size(1, (128, long)) == 2048
-    assert tensorflow_xla_chunk_size(1, (None, long)) == 2048
-    assert tensorflow_xla_chunk_size(None, (long, long)) == 256
-    assert tensorflow_xla_chunk_size(2, (long, long)) == 256
-    assert tensorflow_xla_chunk_size(1, (long, long), on_cpu=False) == 256
-
-
 @pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="TensorFlow's XLA default"
 )
 def test_chunked_attention_picks_its_block_size_from_the_static_lengths(monkeypatch):
-    """The op passes its static lengths to `default_chunk_size`: with the
+    """The op passes its static lengths to `plan_blocks`: with the
     sizes scaled down (16-blocks, 32-blocks from 64 positions on), a
     64-long causal call under XLA takes 32-blocks, a 48-long one
     16-blocks, and the results match the dense reference."""
     import tensorflow as tf
 
-    module = importlib.import_module("keras_attention.ops.chunked_attention")
-    monkeypatch.setattr(module, "LONG_CONTEXT_LENGTH", 64)
-    monkeypatch.setattr(module, "TENSORFLOW_XLA_CHUNK_SIZE", 16)
-    monkeypatch.setattr(module, "TENSORFLOW_XLA_LONG_CHUNK_SIZE", 32)
+    monkeypatch.setattr(block_plan, "MAX_DIAGONAL_WASTE", 1 / 2)
+    monkeypatch.setattr(block_plan, "XLA_BLOCK", 16)
+    monkeypatch.setattr(block_plan, "XLA_LONG_BLOCK", 32)
     seen = []
-    original = module._Blocks.__init__
+    original = Blocks.__init__
 
     def record(self, *args, **kwargs):
         original(self, *args, **kwargs)
         seen.append((self.cq, self.ck))
 
-    monkeypatch.setattr(module._Blocks, "__init__", record)
+    monkeypatch.setattr(Blocks, "__init__", record)
     rng = np.random.default_rng(0)
     for length, size in ((64, 32), (48, 16)):
         seen.clear()
@@ -417,8 +402,9 @@ def _record_head_groups(monkeypatch):
         return attend(query, *args, **kwargs)
 
     monkeypatch.setattr(module, "_attention", spy)
-    # Blocks of (B=2, heads, 8, 6): two heads per group (192 values).
-    monkeypatch.setattr(module, "CPU_BLOCK_VALUES", 200)
+    # Blocks of (B=2, heads, 8, 6), H=8: two heads per group fit the cache.
+    per_head = 4 * B * (8 * 6 + (8 + 2 * 6) * H)
+    monkeypatch.setattr(block_plan, "WORKING_SET_BYTES", 2 * per_head + 1)
     return sizes
 
 
@@ -550,7 +536,7 @@ def test_grouped_heads_give_modifiers_their_index_in_the_whole_call(monkeypatch)
 )
 def test_without_masks_equals_dense(mode, causal, offset, q_chunk, k_chunk):
     """No key mask: the blocks the causal mask and the key padding leave
-    whole run without a mask (`_Blocks.maskless`); outputs and gradients
+    whole run without a mask (`Blocks.maskless`); outputs and gradients
     still equal dense attention."""
     q, k, v, _ = _inputs(seed=2)
     _assert_equals_dense(
@@ -567,16 +553,15 @@ def test_without_masks_equals_dense(mode, causal, offset, q_chunk, k_chunk):
     "causal, offset", [(False, 0), (True, 0), (True, 5), (True, -7)]
 )
 def test_whole_blocks_are_exactly_those_every_query_sees_whole(causal, offset):
-    """`_Blocks.whole_key_chunks` (forward) and `whole_query_chunks_from`
+    """`Blocks.whole_key_chunks` (forward) and `whole_query_chunks_from`
     (backward) against a brute-force reading of the mask: block (i, j) runs
     without a mask only if all its queries see all its keys and key chunk j
     is not padded; and it is left masked only if it is not whole."""
-    from keras_attention.ops.chunked_attention import _Blocks
 
     t_len, s_len, cq, ck = 23, 17, 4, 3
     q = ops.zeros((1, t_len, 1, 2))
     k = ops.zeros((1, s_len, 1, 2))
-    blocks = _Blocks(q, k, None, causal, offset, None, None, None, cq, ck)
+    blocks = Blocks(q, k, None, causal, offset, None, None, None, cq, ck)
     n_q, n_k = -(-t_len // cq), -(-s_len // ck)
     query = offset + np.arange(n_q * cq)[:, None]
     key = np.arange(n_k * ck)[None, :]

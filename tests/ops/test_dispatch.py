@@ -1,6 +1,6 @@
 """`plan_attention`: which path a call takes, and why.
 
-The device query (`dispatch.accelerator`) is monkeypatched to fake a GPU or
+The device query (`devices.accelerator`) is monkeypatched to fake a GPU or
 a TPU; on the real CPU `"auto"` must keep the rule of earlier releases.
 """
 
@@ -14,6 +14,7 @@ import keras_attention as ka
 from keras_attention.ops import Accelerator
 
 dispatch = importlib.import_module("keras_attention.ops.dispatch")
+devices = importlib.import_module("keras_attention.ops.devices")
 plan = ka.ops.plan_attention
 JAX = keras.backend.backend() == "jax"
 BIG = 2048
@@ -27,14 +28,14 @@ def _shapes(t_len, s_len=None, batch=2, heads=8, kv_heads=None, head=64):
 @pytest.fixture
 def gpu(monkeypatch):
     device = Accelerator("gpu", "fake H200", (9, 0))
-    monkeypatch.setattr(dispatch, "accelerator", lambda: device)
+    monkeypatch.setattr(devices, "accelerator", lambda: device)
     return device
 
 
 @pytest.fixture
 def tpu(monkeypatch):
     device = Accelerator("tpu", "fake TPU v5")
-    monkeypatch.setattr(dispatch, "accelerator", lambda: device)
+    monkeypatch.setattr(devices, "accelerator", lambda: device)
     return device
 
 
@@ -130,7 +131,7 @@ def test_auto_says_why_a_call_stays_off_the_kernel(gpu, monkeypatch, case):
     )
     if "capability" in options:
         device = Accelerator("gpu", "fake A100", options.pop("capability"))
-        monkeypatch.setattr(dispatch, "accelerator", lambda: device)
+        monkeypatch.setattr(devices, "accelerator", lambda: device)
     q_shape, k_shape = _shapes(
         shape["length"], batch=shape["batch"], head=shape["head"]
     )

@@ -2,11 +2,12 @@ import keras
 from keras import ops
 
 from keras_attention import ops as ka_ops
-from keras_attention.keras_compat import first_mask
 from keras_attention.layers.results import LayerResult
 from keras_attention.layers.transformer.transformer_decoder_block import (
     TransformerDecoderBlock,
 )
+from keras_attention.layers.transformer.transformer_layer_utils import DecoderCaches
+from keras_attention.layers.transformer.transformer_layer_utils import DecoderMasks
 from keras_attention.layers.transformer.transformer_layer_utils import (
     TransformerStackBase,
 )
@@ -32,17 +33,9 @@ class TransformerDecoder(TransformerStackBase):
     generation loop compiles once.
 
     Args:
-        num_layers: number of blocks.
-        num_heads, intermediate_dim, dropout, attention_dropout: as
-            `TransformerDecoderBlock`.
-        activation, normalize_first, layer_norm_epsilon: as
-            `TransformerDecoderBlock`.
-        kernel_initializer, bias_initializer, seed, attention_impl: as
-            `TransformerDecoderBlock`.
-        num_key_value_heads, score_modifier, mask_modifier: as
-            `TransformerDecoderBlock`; each block gets its own copy of a modifier.
-        rope_max_wavelength, rope_scaling_factor: as `TransformerDecoderBlock`.
-        **kwargs: base layer arguments (`name`, `dtype`, ...).
+        num_layers, **kwargs: as `TransformerEncoder`, with the arguments
+            of `TransformerDecoderBlock` (`num_heads`, `intermediate_dim`,
+            ...) for every block.
 
     Call arguments:
         decoder_sequence: `(B, T, D)`.
@@ -119,12 +112,13 @@ class TransformerDecoder(TransformerStackBase):
         self,
         decoder_sequence,
         encoder_sequence,
-        decoder_padding_mask,
-        encoder_padding_mask,
+        masks,
         cache,
         cache_update_index,
-        cross_attention_cache,
+        cross,
     ):
+        """The stack's caches here; the rest as its first block checks it
+        (every block sees the same masks and encoder)."""
         batch = decoder_sequence.shape[0]
         if cache is not None:
             self._check_cache("cache", cache, batch)
@@ -133,28 +127,17 @@ class TransformerDecoder(TransformerStackBase):
                 "`cache_update_index` needs a `cache`. Received: cache=None, "
                 f"cache_update_index={cache_update_index}"
             )
-        if cross_attention_cache is not None:
-            self._check_cache("cross_attention_cache", cross_attention_cache, batch)
-        has_encoder = encoder_sequence is not None or cross_attention_cache is not None
+        if cross is not None:
+            self._check_cache("cross_attention_cache", cross, batch)
+        has_encoder = encoder_sequence is not None or cross is not None
         for block in self.blocks:
-            if has_encoder:
-                block._require_cross_attention()
-            elif block.cross_attention is not None:
-                raise ValueError(
-                    "This decoder has cross-attention: pass `encoder_sequence` "
-                    "or `cross_attention_cache`. Received: encoder_sequence=None"
-                )
-        # The masks as the first block checks them (every block sees the
-        # same ones).
-        self.blocks[0]._check_decoder_masks(
-            decoder_sequence,
-            encoder_sequence,
-            decoder_padding_mask,
-            None,
-            encoder_padding_mask,
-            None,
+            block._check_has_encoder(has_encoder, owner="decoder")
+        caches = DecoderCaches(
             None if cache is None else cache[:, 0],
-            None if cross_attention_cache is None else cross_attention_cache[:, 0],
+            cross_attention=None if cross is None else cross[:, 0],
+        )
+        self.blocks[0]._check_decoder_masks(
+            decoder_sequence, encoder_sequence, masks, caches
         )
 
     def call(
@@ -170,13 +153,16 @@ class TransformerDecoder(TransformerStackBase):
         training=None,
         return_attention_scores=False,
     ):
-        decoder_padding_mask = first_mask(decoder_padding_mask, decoder_sequence)
-        encoder_padding_mask = first_mask(encoder_padding_mask, encoder_sequence)
-        self._check_call_arguments(
+        masks = DecoderMasks.filled(
             decoder_sequence,
             encoder_sequence,
             decoder_padding_mask,
             encoder_padding_mask,
+        )
+        self._check_call_arguments(
+            decoder_sequence,
+            encoder_sequence,
+            masks,
             cache,
             cache_update_index,
             cross_attention_cache,
@@ -184,21 +170,19 @@ class TransformerDecoder(TransformerStackBase):
         x = decoder_sequence  # (B, T, D)
         weights, entries = {}, []
         for i, block in enumerate(self.blocks):
+            caches = DecoderCaches(
+                None if cache is None else cache[:, i],
+                cache_update_index,
+                None if cross_attention_cache is None else cross_attention_cache[:, i],
+            )
             result = block._forward(
                 x,
                 encoder_sequence,
-                decoder_padding_mask=decoder_padding_mask,
-                encoder_padding_mask=encoder_padding_mask,
-                self_attention_cache=None if cache is None else cache[:, i],
-                self_attention_cache_update_index=cache_update_index,
-                cross_attention_cache=(
-                    None
-                    if cross_attention_cache is None
-                    else cross_attention_cache[:, i]
-                ),
-                use_causal_mask=use_causal_mask,
-                training=training,
-                return_attention_scores=return_attention_scores,
+                masks,
+                caches,
+                use_causal_mask,
+                training,
+                return_attention_scores,
             )
             x = result.output
             for key, w in (result.scores or {}).items():

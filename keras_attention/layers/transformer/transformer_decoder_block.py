@@ -1,7 +1,8 @@
 import keras
 
-from keras_attention.keras_compat import first_mask
 from keras_attention.layers.results import LayerResult
+from keras_attention.layers.transformer.transformer_layer_utils import DecoderCaches
+from keras_attention.layers.transformer.transformer_layer_utils import DecoderMasks
 from keras_attention.layers.transformer.transformer_layer_utils import (
     TransformerBlockBase,
 )
@@ -47,32 +48,20 @@ class TransformerDecoderBlock(TransformerBlockBase):
     steps equal the full pass.
 
     Args:
-        num_heads: number of heads; must divide the width `D`.
-        intermediate_dim: hidden width of the feed-forward net.
-        dropout: rate of the residual dropouts (and of the attention
-            weights unless `attention_dropout` is given).
-        attention_dropout: rate of the dropout on attention weights;
-            `dropout` when `None`.
-        activation: activation of the feed-forward net.
-        normalize_first: pre-LN (`True`) or post-LN (`False`).
-        layer_norm_epsilon: epsilon of the layer normalizations.
-        kernel_initializer: initializer of every kernel (each draws its
-            own values).
-        bias_initializer: initializer of every bias.
-        seed: seed of the dropouts.
-        attention_impl: `"auto"`, `"dense"`, `"chunked"` (exact,
-            O(L)-memory attention) or `"fused"` (the GPU's or TPU's fused
-            kernel; no attention dropout), passed to the attention
-            sublayers; see `MultiHeadAttention`.
-        num_key_value_heads: key/value heads of the attention (grouped-
-            query attention); see `MultiHeadAttention`. The
+        num_heads, intermediate_dim, dropout, attention_dropout: as
+            `TransformerEncoderBlock` (both blocks take the same arguments).
+        activation, normalize_first, layer_norm_epsilon: as
+            `TransformerEncoderBlock`.
+        kernel_initializer, bias_initializer, seed: as
+            `TransformerEncoderBlock`; the cross-attention's kernels draw
+            values of their own too.
+        attention_impl: as `TransformerEncoderBlock`, for both attention
+            sublayers.
+        num_key_value_heads: as `TransformerEncoderBlock`; the
             cross-attention takes it too.
-        score_modifier: the self-attention's score modifier; see
-            `MultiHeadAttention`.
-        mask_modifier: the self-attention's mask modifier.
-        rope_max_wavelength: rotary positions in the self-attention.
-        rope_scaling_factor: linear position interpolation of the rotary
-            positions.
+        score_modifier, mask_modifier, rope_max_wavelength,
+            rope_scaling_factor: as `TransformerEncoderBlock`, for the
+            self-attention only.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -164,76 +153,51 @@ class TransformerDecoderBlock(TransformerBlockBase):
         training=None,
         return_attention_scores=False,
     ):
-        decoder_padding_mask = first_mask(decoder_padding_mask, decoder_sequence)
-        encoder_padding_mask = first_mask(encoder_padding_mask, encoder_sequence)
-        self._check_call_arguments(
+        masks = DecoderMasks.filled(
             decoder_sequence,
             encoder_sequence,
+            decoder_padding_mask,
+            encoder_padding_mask,
+            decoder_attention_mask,
+            encoder_attention_mask,
+        )
+        caches = DecoderCaches(
             self_attention_cache,
             self_attention_cache_update_index,
             cross_attention_cache,
             cross_attention_cache_update_index,
         )
-        self._check_decoder_masks(
-            decoder_sequence,
-            encoder_sequence,
-            decoder_padding_mask,
-            decoder_attention_mask,
-            encoder_padding_mask,
-            encoder_attention_mask,
-            self_attention_cache,
-            cross_attention_cache,
-        )
+        self._check_call_arguments(decoder_sequence, encoder_sequence, caches)
+        self._check_decoder_masks(decoder_sequence, encoder_sequence, masks, caches)
         result = self._forward(
             decoder_sequence,
             encoder_sequence,
-            decoder_padding_mask=decoder_padding_mask,
-            decoder_attention_mask=decoder_attention_mask,
-            encoder_padding_mask=encoder_padding_mask,
-            encoder_attention_mask=encoder_attention_mask,
-            self_attention_cache=self_attention_cache,
-            self_attention_cache_update_index=self_attention_cache_update_index,
-            cross_attention_cache=cross_attention_cache,
-            cross_attention_cache_update_index=cross_attention_cache_update_index,
+            masks,
+            caches,
             use_causal_mask=use_causal_mask,
             training=training,
             return_attention_scores=return_attention_scores,
         )
         return result.keras_outputs(return_attention_scores)
 
-    def _check_decoder_masks(
-        self,
-        decoder_sequence,
-        encoder_sequence,
-        decoder_padding_mask,
-        decoder_attention_mask,
-        encoder_padding_mask,
-        encoder_attention_mask,
-        self_attention_cache,
-        cross_attention_cache,
-    ):
+    def _check_decoder_masks(self, decoder_sequence, encoder_sequence, masks, caches):
         """The masks, under the names the caller used: the self-attention's
         keys are the decoder positions (or the cache's), the
         cross-attention's the encoder positions (or the cross cache's)."""
         batch, length = decoder_sequence.shape[0], decoder_sequence.shape[1]
-        if decoder_padding_mask is not None:
-            check_mask("decoder_padding_mask", decoder_padding_mask, (batch, length))
+        if masks.decoder_padding is not None:
+            check_mask("decoder_padding_mask", masks.decoder_padding, (batch, length))
         for name, mask, keys in (
-            ("decoder", decoder_attention_mask, self_attention_cache),
-            ("encoder", encoder_attention_mask, cross_attention_cache),
+            ("decoder", masks.decoder_attention, caches.self_attention),
+            ("encoder", masks.encoder_attention, caches.cross_attention),
         ):
             if keys is None:
                 keys = decoder_sequence if name == "decoder" else encoder_sequence
             else:
                 keys = keys[:, 0]  # (B, S_max, N, H)
-            if (
-                name == "encoder"
-                and encoder_padding_mask is not None
-                and keys is not None
-            ):
-                check_mask(
-                    "encoder_padding_mask", encoder_padding_mask, (batch, keys.shape[1])
-                )
+            padding = masks.encoder_padding if name == "encoder" else None
+            if padding is not None and keys is not None:
+                check_mask("encoder_padding_mask", padding, (batch, keys.shape[1]))
             if mask is not None and keys is not None:
                 check_attention_mask(
                     f"{name}_attention_mask",
@@ -244,121 +208,111 @@ class TransformerDecoderBlock(TransformerBlockBase):
                     keys.shape[1],
                 )
 
-    def _check_call_arguments(
-        self,
-        decoder_sequence,
-        encoder_sequence,
-        self_attention_cache,
-        self_attention_cache_update_index,
-        cross_attention_cache,
-        cross_attention_cache_update_index,
-    ):
+    def _check_call_arguments(self, decoder_sequence, encoder_sequence, caches):
         """Each argument checked once, under the name the caller used."""
         batch = decoder_sequence.shape[0]
-        has_encoder = encoder_sequence is not None or cross_attention_cache is not None
-        if has_encoder:
-            self._require_cross_attention()
-        elif self._cross_attention_layer is not None:
-            raise ValueError(
-                "This block has cross-attention: pass `encoder_sequence` or "
-                "`cross_attention_cache`. Received: encoder_sequence=None"
-            )
-        for name, cache in (
-            ("self_attention_cache", self_attention_cache),
-            ("cross_attention_cache", cross_attention_cache),
-        ):
+        self._check_has_encoder(
+            encoder_sequence is not None or caches.cross_attention is not None,
+            owner="block",
+        )
+        for name in ("self_attention", "cross_attention"):
+            cache = getattr(caches, name)
+            index = getattr(caches, f"{name}_update_index")
             if cache is not None:
-                check_cache(name, cache, batch, self.kv_heads, self.key_dim)
-        for name, cache, index in (
-            ("self_attention", self_attention_cache, self_attention_cache_update_index),
-            (
-                "cross_attention",
-                cross_attention_cache,
-                cross_attention_cache_update_index,
-            ),
-        ):
-            if cache is None and index is not None:
+                check_cache(f"{name}_cache", cache, batch, self.kv_heads, self.key_dim)
+            elif index is not None:
                 raise ValueError(
                     f"`{name}_cache_update_index` needs a `{name}_cache`. "
                     f"Received: {name}_cache=None, "
                     f"{name}_cache_update_index={index}"
                 )
-        if cross_attention_cache_update_index is not None and encoder_sequence is None:
+        index = caches.cross_attention_update_index
+        if index is not None and encoder_sequence is None:
             raise ValueError(
                 "Writing the cross-attention cache needs the `encoder_sequence`. "
-                "Received: encoder_sequence=None, cross_attention_cache_update_index="
-                f"{cross_attention_cache_update_index}"
+                f"Received: encoder_sequence=None, cross_attention_cache_update_index="
+                f"{index}"
+            )
+
+    def _check_has_encoder(
+        self,
+        has_encoder,
+        owner,
+        inputs="`encoder_sequence` or `cross_attention_cache`",
+    ):
+        """A call has an encoder exactly when the block was built with
+        cross-attention; `owner` and `inputs` name what the caller called."""
+        if has_encoder:
+            self._require_cross_attention()
+        elif self._cross_attention_layer is not None:
+            raise ValueError(
+                f"This {owner} has cross-attention: pass {inputs}. "
+                "Received: encoder_sequence=None"
             )
 
     def _forward(
         self,
         decoder_sequence,
-        encoder_sequence=None,
-        decoder_padding_mask=None,
-        decoder_attention_mask=None,
-        encoder_padding_mask=None,
-        encoder_attention_mask=None,
-        self_attention_cache=None,
-        self_attention_cache_update_index=None,
-        cross_attention_cache=None,
-        cross_attention_cache_update_index=None,
+        encoder_sequence,
+        masks,
+        caches,
         use_causal_mask=True,
         training=None,
         return_attention_scores=False,
     ):
-        """The block on checked arguments: a `LayerResult` whose `scores` is
-        a dict and whose `caches` are the caches passed in, updated (and
-        `cache_entries` what was written into them)."""
-        scores, caches, entries = {}, [], []
+        """The block on checked arguments (`masks` a `DecoderMasks`,
+        `caches` a `DecoderCaches`; the stacks call this directly): a
+        `LayerResult` whose `scores` is a dict and whose `caches` are the
+        caches passed in, updated (and `cache_entries` what was written
+        into them)."""
+        scores, updated, entries = {}, [], []
 
-        def attend(name, layer, x, **kwargs):
-            result = layer._attention(
-                x,
-                return_attention_scores=return_attention_scores,
-                training=training,
-                **kwargs,
-            )
-            scores[name] = result.scores
-            caches.extend(result.caches)
-            entries.extend(result.cache_entries)
-            return result.output
+        def attention(name, x, value, **kwargs):
+            """The residual attention sublayer `name` (`"self_attention"`:
+            `value` is `None`, the sublayer's own input; `"cross_attention"`),
+            with its cache; `kwargs` are its own masks."""
 
-        def self_attention(x):
-            return attend(
-                "self_attention",
-                self._self_attention_layer,
-                x,
-                value=x,
-                query_mask=decoder_padding_mask,
-                key_mask=None
-                if self_attention_cache is not None
-                else decoder_padding_mask,
-                attention_mask=decoder_attention_mask,
-                use_causal_mask=use_causal_mask,
-                cache=self_attention_cache,
-                cache_update_index=self_attention_cache_update_index,
-            )
+            def sublayer(y):
+                result = getattr(self, f"_{name}_layer")._attention(
+                    y,
+                    value=y if value is None else value,
+                    query_mask=masks.decoder_padding,
+                    cache=getattr(caches, name),
+                    cache_update_index=getattr(caches, f"{name}_update_index"),
+                    return_attention_scores=return_attention_scores,
+                    training=training,
+                    **kwargs,
+                )
+                scores[name] = result.scores
+                updated.extend(result.caches)
+                entries.extend(result.cache_entries)
+                return result.output
 
-        def cross_attention(x):
-            return attend(
-                "cross_attention",
-                self._cross_attention_layer,
-                x,
-                value=encoder_sequence,
-                query_mask=decoder_padding_mask,
-                value_mask=encoder_padding_mask,
-                attention_mask=encoder_attention_mask,
-                cache=cross_attention_cache,
-                cache_update_index=cross_attention_cache_update_index,
-            )
+            return self._residual(name, x, sublayer, training)
 
-        x = self._residual("self_attention", decoder_sequence, self_attention, training)
+        x = attention(
+            "self_attention",
+            decoder_sequence,
+            None,
+            # With a cache the keys are the cache's positions, not the queries'.
+            key_mask=None
+            if caches.self_attention is not None
+            else masks.decoder_padding,
+            attention_mask=masks.decoder_attention,
+            use_causal_mask=use_causal_mask,
+        )
         if self._cross_attention_layer is not None:
-            x = self._residual("cross_attention", x, cross_attention, training)
+            x = attention(
+                "cross_attention",
+                x,
+                encoder_sequence,
+                value_mask=masks.encoder_padding,
+                attention_mask=masks.encoder_attention,
+            )
         x = self._residual("feedforward", x, self._feedforward, training)
         return LayerResult(
             x,
             scores if return_attention_scores else None,
-            tuple(caches),
+            tuple(updated),
             tuple(entries),
         )

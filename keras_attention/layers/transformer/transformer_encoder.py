@@ -1,21 +1,18 @@
 import keras
 from keras import ops
 
-from keras_attention.keras_compat import first_mask
 from keras_attention.layers.results import LayerResult
 from keras_attention.layers.transformer.transformer_encoder_block import (
     TransformerEncoderBlock,
 )
+from keras_attention.layers.transformer.transformer_layer_utils import EncoderCallMixin
 from keras_attention.layers.transformer.transformer_layer_utils import (
     TransformerStackBase,
-)
-from keras_attention.layers.transformer.transformer_layer_utils import (
-    check_self_attention_masks,
 )
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class TransformerEncoder(TransformerStackBase):
+class TransformerEncoder(EncoderCallMixin, TransformerStackBase):
     """A stack of `num_layers` `TransformerEncoderBlock`s.
 
     As `torch.nn.TransformerEncoder`: every block has the same arguments
@@ -48,7 +45,7 @@ class TransformerEncoder(TransformerStackBase):
             float32 `(B, num_layers, N, T, T)`.
 
     Returns:
-        `(B, T, D)`, and the attention weights when asked.
+        as `TransformerEncoderBlock`: the output, then the weights if asked.
 
     Example:
 
@@ -72,27 +69,16 @@ class TransformerEncoder(TransformerStackBase):
         if self.final_norm is not None:
             self.final_norm.build(inputs_shape)
 
-    def call(
-        self,
-        inputs,
-        padding_mask=None,
-        attention_mask=None,
-        training=None,
-        return_attention_scores=False,
+    def _forward(
+        self, inputs, padding_mask, attention_mask, training, return_attention_scores
     ):
-        padding_mask = first_mask(padding_mask, inputs)
-        check_self_attention_masks(
-            inputs, padding_mask, attention_mask, self.num_heads, ""
-        )
+        """The blocks in turn on checked arguments, as `call` runs them: a
+        `LayerResult` with the weights of every block."""
         x = inputs  # (B, T, D)
         weights = []
         for block in self.blocks:
             result = block._forward(
-                x,
-                padding_mask=padding_mask,
-                attention_mask=attention_mask,
-                training=training,
-                return_attention_scores=return_attention_scores,
+                x, padding_mask, attention_mask, training, return_attention_scores
             )
             x = result.output
             weights.append(result.scores)  # (B, N, T, T) or None
@@ -100,4 +86,4 @@ class TransformerEncoder(TransformerStackBase):
             x = self.final_norm(x)
         if return_attention_scores:
             weights = ops.stack(weights, axis=1)  # (B, L, N, T, T)
-        return LayerResult(x, weights).keras_outputs(return_attention_scores)
+        return LayerResult(x, weights)

@@ -1,14 +1,14 @@
 import keras
 
-from keras_attention.keras_compat import first_mask
 from keras_attention.layers.results import LayerResult
+from keras_attention.layers.transformer.transformer_layer_utils import EncoderCallMixin
 from keras_attention.layers.transformer.transformer_layer_utils import (
     TransformerBlockBase,
 )
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class TransformerEncoderBlock(TransformerBlockBase):
+class TransformerEncoderBlock(EncoderCallMixin, TransformerBlockBase):
     """One Transformer encoder layer: self-attention and a feed-forward net.
 
     Post-LN (the paper, default): `x = LayerNorm(x + Dropout(MHA(x)))`, then
@@ -89,35 +89,11 @@ class TransformerEncoderBlock(TransformerBlockBase):
         self._build_self_attention(inputs_shape)
         self._build_feedforward(inputs_shape)
 
-    def call(
-        self,
-        inputs,
-        padding_mask=None,
-        attention_mask=None,
-        training=None,
-        return_attention_scores=False,
-    ):
-        padding_mask = first_mask(padding_mask, inputs)
-        self._check_masks(inputs, padding_mask, attention_mask)
-        result = self._forward(
-            inputs,
-            padding_mask=padding_mask,
-            attention_mask=attention_mask,
-            training=training,
-            return_attention_scores=return_attention_scores,
-        )
-        return result.keras_outputs(return_attention_scores)
-
     def _forward(
-        self,
-        inputs,
-        padding_mask=None,
-        attention_mask=None,
-        training=None,
-        return_attention_scores=False,
+        self, inputs, padding_mask, attention_mask, training, return_attention_scores
     ):
-        """The block on checked arguments: a `LayerResult` (the stack calls
-        this directly)."""
+        """The block on checked arguments: a `LayerResult` (`call` and the
+        stacks call this)."""
         scores = None
 
         def self_attention(x):

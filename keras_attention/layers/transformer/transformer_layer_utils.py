@@ -1,8 +1,12 @@
 """Scaffolding shared by the Transformer blocks and stacks (private)."""
 
+from typing import Any
+from typing import NamedTuple
+
 import keras
 
 from keras_attention.initializers import fresh_initializer
+from keras_attention.keras_compat import first_mask
 from keras_attention.keras_compat import trace_output_spec
 from keras_attention.layers.fine_tuning import FineTuningMixin
 from keras_attention.layers.transformer.modified_attention import ModifiedAttentionMixin
@@ -46,6 +50,69 @@ def check_self_attention_masks(inputs, padding_mask, attention_mask, heads, pref
         check_attention_mask(
             f"{prefix}attention_mask", attention_mask, batch, heads, length, length
         )
+
+
+def filled_padding_mask(inputs, padding_mask, attention_mask, num_heads):
+    """The `padding_mask` of an encoder-style call (the block, the stack,
+    the Universal Transformer), filled from the Keras mask of `inputs` and
+    checked with `attention_mask` under the caller's names."""
+    padding_mask = first_mask(padding_mask, inputs)
+    check_self_attention_masks(inputs, padding_mask, attention_mask, num_heads, "")
+    return padding_mask
+
+
+class EncoderCallMixin:
+    """The `call` of `TransformerEncoderBlock` and `TransformerEncoder`:
+    the same arguments (a stack is a drop-in for one block), masks filled
+    and checked once, then the layer's `_forward` on checked arguments."""
+
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        padding_mask = filled_padding_mask(
+            inputs, padding_mask, attention_mask, self.num_heads
+        )
+        result = self._forward(
+            inputs, padding_mask, attention_mask, training, return_attention_scores
+        )
+        return result.keras_outputs(return_attention_scores)
+
+
+class DecoderMasks(NamedTuple):
+    """The masks of a decoder call (boolean, True = attend), handed from
+    the decoder layers to `TransformerDecoderBlock._forward` as one value."""
+
+    decoder_padding: Any = None  # (B, T)
+    encoder_padding: Any = None  # (B, S)
+    decoder_attention: Any = None  # (T, T), (B, T, T) or (B, N, T, T)
+    encoder_attention: Any = None  # (T, S), (B, T, S) or (B, N, T, S)
+
+    @classmethod
+    def filled(cls, decoder_sequence, encoder_sequence, *masks):
+        """`masks` in field order, the padding masks filled from the Keras
+        masks of the two sequences (as every decoder layer's call does)."""
+        masks = cls(*masks)
+        return masks._replace(
+            decoder_padding=first_mask(masks.decoder_padding, decoder_sequence),
+            encoder_padding=first_mask(masks.encoder_padding, encoder_sequence),
+        )
+
+
+class DecoderCaches(NamedTuple):
+    """One decoder block's caches and where to write into them: the
+    self-attention's `(B, 2, T_max, G, H)` and the cross-attention's
+    `(B, 2, S, N, H)`, each with an int update index or `None` (read as
+    is)."""
+
+    self_attention: Any = None
+    self_attention_update_index: Any = None
+    cross_attention: Any = None
+    cross_attention_update_index: Any = None
 
 
 def offset_seed(seed, offset):
@@ -231,12 +298,6 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
 
     # -- the computation ----------------------------------------------------
 
-    def _check_masks(self, inputs, padding_mask, attention_mask, prefix=""):
-        """The encoder-style masks of a call, under the caller's names."""
-        check_self_attention_masks(
-            inputs, padding_mask, attention_mask, self.num_heads, prefix
-        )
-
     def _residual(self, prefix, x, sublayer, training):
         """`LN(x + Drop(f(x)))` (post-LN) or `x + Drop(f(LN(x)))` (pre-LN)."""
         norm = getattr(self, f"_{prefix}_layer_norm")
@@ -289,8 +350,7 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
         ours._self_attention_layer.copy_multi_head_attention_weights(
             layer._self_attention_layer
         )
-        for name in ours._sublayers_to_copy():
-            getattr(ours, name).set_weights(getattr(layer, name).get_weights())
+        ours._copy_same_sublayers(layer, ours)
         return ours
 
     def to_keras_hub(self):
@@ -327,9 +387,14 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
         self._self_attention_layer.copy_weights_to_multi_head_attention(
             layer._self_attention_layer
         )
-        for name in self._sublayers_to_copy():
-            getattr(layer, name).set_weights(getattr(self, name).get_weights())
+        self._copy_same_sublayers(self, layer)
         return layer
+
+    def _copy_same_sublayers(self, source, target):
+        """The weights of the sublayers that are the same in both libraries,
+        from the `source` block to the `target` block (either way round)."""
+        for name in self._sublayers_to_copy():
+            getattr(target, name).set_weights(getattr(source, name).get_weights())
 
     def _sublayers_to_copy(self):
         names = self._SAME_SUBLAYERS

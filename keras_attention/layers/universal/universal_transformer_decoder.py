@@ -1,10 +1,11 @@
 import keras
 from keras import ops
 
-from keras_attention.keras_compat import first_mask
 from keras_attention.layers.transformer.transformer_decoder_block import (
     TransformerDecoderBlock,
 )
+from keras_attention.layers.transformer.transformer_layer_utils import DecoderCaches
+from keras_attention.layers.transformer.transformer_layer_utils import DecoderMasks
 from keras_attention.layers.universal.universal_transformer_utils import (
     UniversalTransformerBase,
 )
@@ -115,29 +116,28 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
         training=None,
         return_halting=False,
     ):
-        decoder_padding_mask = first_mask(decoder_padding_mask, decoder_sequence)
-        encoder_padding_mask = first_mask(encoder_padding_mask, encoder_sequence)
-        self._check_call_arguments(
+        masks = DecoderMasks.filled(
             decoder_sequence,
             encoder_sequence,
             decoder_padding_mask,
             encoder_padding_mask,
-            self_attention_cache,
-            self_attention_cache_update_index,
+        )
+        self._check_cache(
+            decoder_sequence, self_attention_cache, self_attention_cache_update_index
+        )
+        self.block._check_has_encoder(
+            encoder_sequence is not None, owner="decoder", inputs="`encoder_sequence`"
+        )
+        self.block._check_decoder_masks(
+            decoder_sequence, encoder_sequence, masks, DecoderCaches()
         )
         new_entries = []
 
         def block_step(x, n, training):
             cache = None if self_attention_cache is None else self_attention_cache[:, n]
+            caches = DecoderCaches(cache, self_attention_cache_update_index)
             result = self.block._forward(
-                x,
-                encoder_sequence,
-                decoder_padding_mask=decoder_padding_mask,
-                encoder_padding_mask=encoder_padding_mask,
-                self_attention_cache=cache,
-                self_attention_cache_update_index=self_attention_cache_update_index,
-                use_causal_mask=use_causal_mask,
-                training=training,
+                x, encoder_sequence, masks, caches, use_causal_mask, training
             )
             new_entries.extend(result.cache_entries)
             return result.output
@@ -158,36 +158,6 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
                 cache = write_cache_entries(cache, entries, start, after=result.output)
             result = result._replace(caches=(cache,))
         return result.keras_outputs(return_halting)
-
-    def _check_call_arguments(
-        self,
-        decoder_sequence,
-        encoder_sequence,
-        decoder_padding_mask,
-        encoder_padding_mask,
-        self_attention_cache,
-        self_attention_cache_update_index,
-    ):
-        self._check_cache(
-            decoder_sequence, self_attention_cache, self_attention_cache_update_index
-        )
-        if encoder_sequence is not None:
-            self.block._require_cross_attention()
-        elif self.block.cross_attention is not None:
-            raise ValueError(
-                "This decoder has cross-attention: pass `encoder_sequence`. "
-                "Received: encoder_sequence=None"
-            )
-        self.block._check_decoder_masks(
-            decoder_sequence,
-            encoder_sequence,
-            decoder_padding_mask,
-            None,
-            encoder_padding_mask,
-            None,
-            None,
-            None,
-        )
 
     def _check_cache(self, decoder_sequence, cache, index):
         """The cache's rank and step axis here; the rest of its shape by the

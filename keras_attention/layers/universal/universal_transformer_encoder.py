@@ -1,11 +1,10 @@
 import keras
 
-from keras_attention.keras_compat import first_mask
 from keras_attention.layers.transformer.transformer_encoder_block import (
     TransformerEncoderBlock,
 )
 from keras_attention.layers.transformer.transformer_layer_utils import (
-    check_self_attention_masks,
+    filled_padding_mask,
 )
 from keras_attention.layers.universal.universal_transformer_utils import (
     UniversalTransformerBase,
@@ -121,17 +120,13 @@ class UniversalTransformerEncoder(UniversalTransformerBase):
         training=None,
         return_halting=False,
     ):
-        padding_mask = first_mask(padding_mask, inputs)
-        check_self_attention_masks(
-            inputs, padding_mask, attention_mask, self.num_heads, ""
+        padding_mask = filled_padding_mask(
+            inputs, padding_mask, attention_mask, self.num_heads
         )
 
         def block_step(x, n, training):
             return self.block._forward(
-                x,
-                padding_mask=padding_mask,
-                attention_mask=attention_mask,
-                training=training,
+                x, padding_mask, attention_mask, training, False
             ).output
 
         result = self._recur(inputs, padding_mask, block_step, training)

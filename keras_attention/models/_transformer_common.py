@@ -1,0 +1,92 @@
+"""What `Transformer` and `ImageTransformer` share (private).
+
+Their Transformer-block arguments, checked, kept as attributes, passed to
+their stacks and saved in their configs in one place, so the two models
+cannot drift apart (a new block argument is added here once); and their
+compiled decoding loop."""
+
+import keras
+
+from keras_attention.ops import check_attention_impl
+from keras_attention.ops.dispatch import check_fused_options
+from keras_attention.validation import get_activation
+
+# What every stack of the model gets, in the order of the models' signatures.
+BLOCK_ARGUMENTS = (
+    "num_heads",
+    "intermediate_dim",
+    "dropout",
+    "attention_dropout",
+    "activation",
+    "normalize_first",
+    "layer_norm_epsilon",
+    "seed",
+    "attention_impl",
+)
+
+
+def check_heads_divide(hidden_dim, num_heads):
+    """Every head gets `hidden_dim // num_heads` features, so it must divide."""
+    if hidden_dim % num_heads:
+        raise ValueError(
+            "`hidden_dim` must be divisible by `num_heads`. Received: "
+            f"hidden_dim={hidden_dim}, num_heads={num_heads}"
+        )
+
+
+def check_attention_options(attention_impl, dropout, attention_dropout):
+    """`attention_impl` is known and, when `"fused"`, the attention weights
+    (which the fused kernel never shows) have no dropout."""
+    check_attention_impl(attention_impl)
+    check_fused_options(
+        attention_impl, dropout if attention_dropout is None else attention_dropout
+    )
+
+
+def set_block_arguments(model, arguments):
+    """Keep `hidden_dim` and the `BLOCK_ARGUMENTS` of `arguments` (the
+    model's `__init__` locals, so its signature stays the one place they
+    are spelled out) as attributes of `model`; the activation as a
+    function, as the blocks resolve it."""
+    model.hidden_dim = arguments["hidden_dim"]
+    for name in BLOCK_ARGUMENTS:
+        setattr(model, name, arguments[name])
+    model.activation = get_activation(arguments["activation"])
+
+
+def block_arguments(model):
+    """The arguments of `model`'s encoder and decoder stacks."""
+    arguments = {name: getattr(model, name) for name in BLOCK_ARGUMENTS}
+    return {**arguments, "dtype": model.dtype_policy}
+
+
+def block_config(model):
+    """`hidden_dim` and the `BLOCK_ARGUMENTS` as `get_config` entries."""
+    config = {"hidden_dim": model.hidden_dim}
+    config.update({name: getattr(model, name) for name in BLOCK_ARGUMENTS})
+    config["activation"] = keras.activations.serialize(model.activation)
+    return config
+
+
+def run_compiled(functions, args, loop, inputs, seed, use_jax=False):
+    """`loop(inputs, seed, *args)`, compiled once per `args` and kept in
+    `functions`: with XLA through `tf.function` on TensorFlow (and with
+    `jax.jit` on JAX when `use_jax`); eagerly elsewhere. The seed is an
+    input, so a new seed does not retrace."""
+    backend = keras.config.backend()
+    if args not in functions and backend == "tensorflow":
+        import tensorflow as tf
+
+        functions[args] = tf.function(
+            lambda inputs, seed: loop(inputs, seed, *args),
+            jit_compile=True,
+            reduce_retracing=True,
+            autograph=False,  # keras.ops code: nothing to convert
+        )
+    elif args not in functions and backend == "jax" and use_jax:
+        import jax
+
+        functions[args] = jax.jit(lambda inputs, seed: loop(inputs, seed, *args))
+    if args not in functions:
+        return loop(inputs, seed, *args)
+    return functions[args](inputs, seed)
