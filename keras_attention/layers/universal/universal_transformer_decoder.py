@@ -145,7 +145,7 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
         start = self_attention_cache_update_index
         result = self._recur(
             decoder_sequence,
-            decoder_padding_mask,
+            masks.decoder_padding,
             block_step,
             training,
             start_index=0 if start is None else start,
