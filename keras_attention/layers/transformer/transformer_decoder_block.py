@@ -59,9 +59,10 @@ class TransformerDecoderBlock(TransformerBlockBase):
             sublayers.
         num_key_value_heads: as `TransformerEncoderBlock`; the
             cross-attention takes it too.
-        score_modifier, mask_modifier, rope_max_wavelength,
-            rope_scaling_factor: as `TransformerEncoderBlock`, for the
-            self-attention only.
+        score_modifier, mask_modifier: as `TransformerEncoderBlock`, for
+            the self-attention only.
+        rope_max_wavelength, rope_scaling_factor: as
+            `TransformerEncoderBlock`, for the self-attention only.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
