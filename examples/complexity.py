@@ -425,19 +425,17 @@ def merge_runs(paths):
     return lengths, points, layers
 
 
+def point_options(args):
+    """`measure_point`'s keyword arguments from the command line's."""
+    names = ("width", "heads", "batch", "rounds", "round_seconds")
+    return {name: getattr(args, name) for name in names}
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.point:
         kind, length = args.point[0], int(args.point[1])
-        result = measure_point(
-            kind,
-            length,
-            args.width,
-            args.heads,
-            args.batch,
-            args.rounds,
-            args.round_seconds,
-        )
+        result = measure_point(kind, length, **point_options(args))
         print("RESULT " + json.dumps(result), flush=True)
         return result
 
@@ -449,15 +447,7 @@ def main(argv=None):
     for length in [] if args.from_json else args.lengths:
         for kind in args.layers:
             if args.in_process:
-                p = measure_point(
-                    kind,
-                    length,
-                    args.width,
-                    args.heads,
-                    args.batch,
-                    args.rounds,
-                    args.round_seconds,
-                )
+                p = measure_point(kind, length, **point_options(args))
                 p["peak_bytes"] = None  # a process' peak RSS never goes down
             else:
                 p = run_child(kind, length, args)

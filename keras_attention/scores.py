@@ -25,6 +25,7 @@ from keras import ops
 
 from keras_attention.initializers import fresh_initializer
 from keras_attention.ops.addressing import cosine_similarity
+from keras_attention.validation import check_positive_int
 
 
 def _check_rank3(name, shape):
@@ -85,13 +86,19 @@ class Score(keras.layers.Layer):
 
 
 class _Scaled(Score):
-    """A score with an optional learned scalar multiplier `g` (init 1)."""
+    """A score with an optional learned scalar multiplier `g` (init 1); a
+    subclass that names itself in `same_width` needs `query` and `key` of
+    one width."""
+
+    same_width = None  # the score's name when it compares q and k directly
 
     def __init__(self, use_scale=False, **kwargs):
         super().__init__(**kwargs)
         self.use_scale = use_scale
 
     def build(self, query_shape, key_shape):
+        if self.same_width is not None:
+            _check_same_width(self.same_width, query_shape, key_shape)
         super().build(query_shape, key_shape)
         self.scale = None
         if self.use_scale:
@@ -122,9 +129,7 @@ class Dot(_Scaled):
         use_scale: multiply the score by a learned scalar (init 1).
     """
 
-    def build(self, query_shape, key_shape):
-        _check_same_width("dot", query_shape, key_shape)
-        super().build(query_shape, key_shape)
+    same_width = "dot"
 
     def call(self, query, key):
         return self._rescale(ops.matmul(query, ops.swapaxes(key, -1, -2)))
@@ -138,9 +143,7 @@ class ScaledDot(_Scaled):
         use_scale: multiply the score by a learned scalar (init 1).
     """
 
-    def build(self, query_shape, key_shape):
-        _check_same_width("scaled_dot", query_shape, key_shape)
-        super().build(query_shape, key_shape)
+    same_width = "scaled_dot"
 
     def call(self, query, key):
         depth = ops.cast(ops.shape(key)[-1], "float32")
@@ -200,12 +203,7 @@ class Additive(Score):
         self, units=None, normalize=False, kernel_initializer="glorot_uniform", **kwargs
     ):
         super().__init__(**kwargs)
-        if units is not None and (
-            isinstance(units, bool) or not isinstance(units, int) or units <= 0
-        ):
-            raise ValueError(
-                f"`units` must be a positive integer or None. Received: units={units}"
-            )
+        check_positive_int("units", units, allow_none=True)
         self.units = units
         self.normalize = normalize
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

@@ -11,14 +11,24 @@ import keras
 import numpy as np
 
 
-def check_positive_int(name, value, allow_none=False):
+def check_int(name, value, minimum, allow_none=False, meaning=None):
+    """ValueError unless `value` is an int (not a bool) `>= minimum`, or
+    `None` when `allow_none`; `meaning` says what the number counts."""
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(
-            f"Invalid argument `{name}`: `{name}` must be a positive integer"
-            f"{' or None' if allow_none else ''}. Received: {name}={value!r}"
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        rule = {1: "a positive integer", 0: "a non-negative integer"}.get(
+            minimum, f"an integer >= {minimum}"
         )
+        raise ValueError(
+            f"Invalid argument `{name}`: `{name}` must be {rule}"
+            f"{' or None' if allow_none else ''}"
+            f"{f' ({meaning})' if meaning else ''}. Received: {name}={value!r}"
+        )
+
+
+def check_positive_int(name, value, allow_none=False):
+    check_int(name, value, 1, allow_none)
 
 
 def check_rate(name, value):
@@ -98,15 +108,26 @@ def check_index(name, value, length, limit, limit_name):
         )
 
 
-def get_activation(value, name="activation"):
-    """`keras.activations.get(value)` with an error naming the argument."""
+def _keras_get(getter, name, value, rule):
+    """`getter(value)` (a `keras.*.get`) with an error naming the argument."""
     try:
-        return keras.activations.get(value)
+        return getter(value)
     except (ValueError, TypeError) as error:
         raise ValueError(
-            f"`{name}` must be the name of a Keras activation or a callable. "
-            f"Received: {name}={value!r}"
+            f"`{name}` must be {rule}. Received: {name}={value!r}"
         ) from error
+
+
+def get_activation(value, name="activation"):
+    """`keras.activations.get(value)` with an error naming the argument."""
+    rule = "the name of a Keras activation or a callable"
+    return _keras_get(keras.activations.get, name, value, rule)
+
+
+def get_initializer(value, name="kernel_initializer"):
+    """`keras.initializers.get(value)` with an error naming the argument."""
+    rule = "a Keras initializer, its name or its config"
+    return _keras_get(keras.initializers.get, name, value, rule)
 
 
 # -- masks ---------------------------------------------------------------
@@ -215,16 +236,24 @@ def check_attention_mask(name, mask, batch, num_heads, query_length, key_length)
     check_mask(name, mask, shapes[rank])
 
 
-def check_cache(name, cache, batch, num_heads, head_dim):
-    """ValueError unless `cache` has the static shape `(B, 2, S, N, H)`."""
-    shape = tuple(cache.shape)
-    expected = (batch, 2, None, num_heads, head_dim)
-    ok = len(shape) == 5 and all(
+def check_shape(name, tensor, expected, layout):
+    """ValueError unless `tensor`'s static shape matches `expected` (a
+    tuple; `None` matches any size, as does an unknown size); `layout`
+    names the axes in the message, e.g. `"(batch, 2, max_length, ...)"`."""
+    shape = tuple(tensor.shape)
+    ok = len(shape) == len(expected) and all(
         want is None or got is None or got == want
         for got, want in zip(shape, expected, strict=True)
     )
     if not ok:
         raise ValueError(
-            f"`{name}` must have shape (batch, 2, max_length, num_heads, key_dim) "
-            f"= {expected}. Received: {name}.shape={shape}"
+            f"`{name}` must have shape {layout} = {expected}. "
+            f"Received: {name}.shape={shape}"
         )
+
+
+def check_cache(name, cache, batch, num_heads, head_dim):
+    """ValueError unless `cache` has the static shape `(B, 2, S, N, H)`."""
+    expected = (batch, 2, None, num_heads, head_dim)
+    layout = "(batch, 2, max_length, num_heads, key_dim)"
+    check_shape(name, cache, expected, layout)

@@ -1,6 +1,8 @@
 """What the training examples read back from their own run logs."""
 
 import csv
+import json
+import os
 
 
 def last_epoch_rows(log_path):
@@ -9,3 +11,68 @@ def last_epoch_rows(log_path):
     with open(log_path) as f:
         rows = {int(r["epoch"]): r for r in csv.DictReader(f)}
     return [rows[epoch] for epoch in sorted(rows)]
+
+
+def learning_curve(rows, x_name, x_per_epoch, columns):
+    """`{x_name: [...], column: [...], ...}` from `last_epoch_rows`: the x
+    value of an epoch is `x_per_epoch` times the epochs done (sequences or
+    iterations seen); each column as floats."""
+    curve = {x_name: [x_per_epoch * (int(r["epoch"]) + 1) for r in rows]}
+    curve.update({c: [float(r[c]) for r in rows] for c in columns})
+    return curve
+
+
+def write_json(path, record, indent=1):
+    """`record` written to `path` as JSON (a run's record or results)."""
+    with open(path, "w") as f:
+        json.dump(record, f, indent=indent)
+
+
+def write_results(output_dir, results, args, table):
+    """`results.json` (the results and the arguments) and `results.md`
+    (`table`, markdown lines, also printed) in `output_dir`."""
+    write_json(
+        os.path.join(output_dir, "results.json"),
+        dict(results=results, args=vars(args)),
+        indent=2,
+    )
+    with open(os.path.join(output_dir, "results.md"), "w") as f:
+        f.write("\n".join(table) + "\n")
+    print("\n".join(table))
+
+
+def finish_run(model, config, weights_path, log_path):
+    """After `fit`: the weights saved, and `(record, rows)`: the fields
+    every run's record has (its `config`, the parameter count, the seconds
+    of every call's epochs: a resumed run counts all its parts) and the
+    log's `last_epoch_rows`."""
+    model.save_weights(weights_path)
+    rows = last_epoch_rows(log_path)  # a run may resume
+    record = {
+        "config": config,
+        "parameters": model.count_params(),
+        "train_seconds": sum(float(r["seconds"]) for r in rows),
+    }
+    return record, rows
+
+
+def load_finished_run(model, config, record_path, weights_path, label):
+    """The record of a run trained before (its weights and optimizer state
+    loaded into `model`), or `None` when there is none yet; a ValueError
+    when the saved run had another `config`."""
+    if not (os.path.exists(record_path) and os.path.exists(weights_path)):
+        return None
+    with open(record_path) as f:
+        record = json.load(f)
+    if record["config"] != config:
+        changed = sorted(k for k in config if record["config"].get(k) != config[k])
+        raise ValueError(
+            f"`{os.path.dirname(record_path)}` holds a model trained with other "
+            f"settings ({changed}); use another `--output-dir`. Received: "
+            f"{ {k: config[k] for k in changed} }, saved: "
+            f"{ {k: record['config'].get(k) for k in changed} }"
+        )
+    model.optimizer.build(model.trainable_variables)  # the file holds its state
+    model.load_weights(weights_path)
+    print(f"[{label}] trained before: loaded {weights_path}")
+    return record

@@ -103,7 +103,6 @@ One seed per method, on a shared machine.
 
 import argparse
 import csv
-import json
 import math
 import os
 import sys
@@ -122,7 +121,10 @@ from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
-from examples.common.runs import last_epoch_rows  # noqa: E402
+from examples.common.runs import finish_run  # noqa: E402
+from examples.common.runs import learning_curve  # noqa: E402
+from examples.common.runs import load_finished_run  # noqa: E402
+from examples.common.runs import write_json  # noqa: E402
 
 DATA_URL = (
     "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
@@ -443,19 +445,8 @@ def train_method(args, positions, train_ids, val_ids, vocabulary_size):
         jit_compile=True,
     )
 
-    if os.path.exists(record_path) and os.path.exists(weights_path):
-        with open(record_path) as f:
-            record = json.load(f)
-        if record["config"] != config:
-            changed = sorted(k for k in config if record["config"].get(k) != config[k])
-            raise ValueError(
-                f"`{directory}` holds a model trained with other settings "
-                f"({changed}); use another `--output-dir`. Received: "
-                f"{ {k: config[k] for k in changed} }"
-            )
-        model.optimizer.build(model.trainable_variables)  # the file holds its state
-        model.load_weights(weights_path)
-        print(f"[{positions}] trained before: loaded {weights_path}")
+    record = load_finished_run(model, config, record_path, weights_path, positions)
+    if record is not None:
         return model, record
 
     steps = args.eval_interval
@@ -477,13 +468,8 @@ def train_method(args, positions, train_ids, val_ids, vocabulary_size):
         verbose=0,
     )
     wall_seconds = time.perf_counter() - start
-    model.save_weights(weights_path)
-    rows = last_epoch_rows(log_path)  # a run may resume
-    record = {
-        "config": config,
-        "parameters": model.count_params(),
-        # The iterations of every call (a resumed run: all its parts).
-        "train_seconds": sum(float(r["seconds"]) for r in rows),
+    record, rows = finish_run(model, config, weights_path, log_path)
+    record |= {
         "fit_wall_seconds": wall_seconds,  # this call, with the validations
         "epochs_this_call": len(progress.seconds),
         # The median interval: without the first one's XLA compilation.
@@ -492,14 +478,9 @@ def train_method(args, positions, train_ids, val_ids, vocabulary_size):
             if progress.seconds
             else None
         ),
-        "curve": {
-            "iteration": [steps * (int(r["epoch"]) + 1) for r in rows],
-            "loss": [float(r["loss"]) for r in rows],
-            "val_loss": [float(r["val_loss"]) for r in rows],
-        },
+        "curve": learning_curve(rows, "iteration", steps, ["loss", "val_loss"]),
     }
-    with open(record_path, "w") as f:
-        json.dump(record, f, indent=1)
+    write_json(record_path, record)
     return model, record
 
 
@@ -695,8 +676,7 @@ def main(argv=None):
         f.write("\n".join(samples))
     print(samples[0])
     summary = {"args": vars(args), "results": results}
-    with open(os.path.join(args.output_dir, "results.json"), "w") as f:
-        json.dump(summary, f, indent=1)
+    write_json(os.path.join(args.output_dir, "results.json"), summary)
     return summary
 
 

@@ -78,6 +78,7 @@ import tensorflow_text as tf_text  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
+from examples.common import runs  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
 
 ARCHIVE_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
@@ -634,8 +635,6 @@ def main(argv=None):
 
 
 def write_results(results, args):
-    with open(os.path.join(args.output_dir, "results.json"), "w") as f:
-        json.dump(dict(results=results, args=vars(args)), f, indent=2)
     lines = [
         "| model | test accuracy | best epoch / epochs | training s | parameters |",
         "|---|---|---|---|---|",
@@ -646,9 +645,7 @@ def write_results(results, args):
             f"{r['best_epoch']} / {r['epochs']} | {r['train_seconds']} | "
             f"{r['parameters']:,} |"
         )
-    with open(os.path.join(args.output_dir, "results.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    runs.write_results(args.output_dir, results, args, lines)
 
 
 if __name__ == "__main__":

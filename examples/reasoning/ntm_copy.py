@@ -93,7 +93,6 @@ to hold in its state.
 
 import argparse
 import csv
-import json
 import math
 import os
 import sys
@@ -110,7 +109,10 @@ import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
-from examples.common.runs import last_epoch_rows  # noqa: E402
+from examples.common.runs import finish_run  # noqa: E402
+from examples.common.runs import learning_curve  # noqa: E402
+from examples.common.runs import load_finished_run  # noqa: E402
+from examples.common.runs import write_json  # noqa: E402
 
 MODELS = ("ntm", "lstm")
 
@@ -283,17 +285,8 @@ def train(kind, args):
     weights_path = os.path.join(directory, "model.weights.h5")
     keras.utils.set_random_seed(args.seed)
     model = build_model(kind, args)
-    if os.path.exists(record_path) and os.path.exists(weights_path):
-        with open(record_path) as f:
-            record = json.load(f)
-        if record["config"] != config:
-            raise ValueError(
-                f"`{directory}` holds a model trained with other settings; use "
-                f"another `--output-dir`. Received: {config}, saved: {record['config']}"
-            )
-        model.optimizer.build(model.trainable_variables)  # the file holds its state
-        model.load_weights(weights_path)
-        print(f"[{kind}] trained before: loaded {weights_path}")
+    record = load_finished_run(model, config, record_path, weights_path, kind)
+    if record is not None:
         return model, record
 
     per_epoch = args.steps_per_epoch * args.batch_size
@@ -313,24 +306,17 @@ def train(kind, args):
         verbose=0,
     )
     wall = time.perf_counter() - start
-    model.save_weights(weights_path)
-    rows = last_epoch_rows(log_path)  # a run may resume
-    record = {
-        "config": config,
-        "parameters": model.count_params(),
+    record, rows = finish_run(model, config, weights_path, log_path)
+    record |= {
         "trainable_parameters": int(
             sum(np.prod(w.shape) for w in model.trainable_weights)
         ),
-        "train_seconds": sum(float(r["seconds"]) for r in rows),
         "fit_wall_seconds_this_call": wall,
-        "curve": {
-            "sequences": [per_epoch * (int(r["epoch"]) + 1) for r in rows],
-            "bits_per_sequence": [float(r["bits_per_sequence"]) for r in rows],
-            "bit_errors": [float(r["bit_errors"]) for r in rows],
-        },
+        "curve": learning_curve(
+            rows, "sequences", per_epoch, ["bits_per_sequence", "bit_errors"]
+        ),
     }
-    with open(record_path, "w") as f:
-        json.dump(record, f, indent=1)
+    write_json(record_path, record)
     return model, record
 
 
@@ -552,8 +538,7 @@ def main(argv=None):
         "backend": keras.backend.backend(),
         "results": results,
     }
-    with open(os.path.join(args.output_dir, "results.json"), "w") as f:
-        json.dump(summary, f, indent=1)
+    write_json(os.path.join(args.output_dir, "results.json"), summary)
     return summary
 
 

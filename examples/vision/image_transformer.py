@@ -114,6 +114,7 @@ import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
+from examples.common import runs  # noqa: E402
 from examples.common.memory import proc_status  # noqa: E402
 
 MODELS = ("local2d", "full", "pixelcnn")
@@ -525,8 +526,6 @@ def main(argv=None):
 
 
 def write_results(results, args):
-    with open(os.path.join(args.output_dir, "results.json"), "w") as f:
-        json.dump(dict(results=results, args=vars(args)), f, indent=2)
     lines = [
         "| model | test bits/dim | parameters | s / step | s / epoch "
         "| step peak RSS MiB | XLA step MiB |",
@@ -546,9 +545,7 @@ def write_results(results, args):
             + (f"{xla / mib:.1f}" if xla else "-")
             + " |"
         )
-    with open(os.path.join(args.output_dir, "results.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    runs.write_results(args.output_dir, results, args, lines)
 
 
 if __name__ == "__main__":

@@ -228,14 +228,8 @@ def sample(
     `end_token`, then `pad_token` and zero `aux`.
 
     Args:
-        step_fn: `step_fn(tokens, state, index) -> (logits, state, aux)`;
-            see `keras_attention.decoding`.
-        start_tokens: int `(B,)`, the first input tokens (e.g. `<start>`).
-        state: the initial decoder state, any nested structure of tensors.
-        max_length: int, number of tokens to generate.
-        end_token: optional int id that ends a sequence (it is kept in the
-            output).
-        pad_token: int id written after `end_token`.
+        step_fn, start_tokens, state: as `greedy_search`.
+        max_length, end_token, pad_token: as `greedy_search`.
         temperature: float > 0, divides the logits.
         top_k: optional positive int, sample among the `top_k` most likely
             tokens only.

@@ -14,6 +14,7 @@ from keras_attention.models._transformer_common import set_block_arguments
 from keras_attention.modifiers import BlockLocal2D
 from keras_attention.modifiers.base import deserialize
 from keras_attention.modifiers.base import serialize
+from keras_attention.validation import check_int
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rate
 
@@ -114,15 +115,7 @@ class ImageTransformer(keras.Model):
     ):
         super().__init__(**kwargs)
         image_shape = _check_image_shape(image_shape)
-        if (
-            isinstance(num_levels, bool)
-            or not isinstance(num_levels, int)
-            or num_levels < 2
-        ):
-            raise ValueError(
-                "Invalid argument `num_levels`: `num_levels` must be an integer "
-                f">= 2 (intensity levels of a pixel). Received: num_levels={num_levels!r}"
-            )
+        check_int("num_levels", num_levels, 2, meaning="intensity levels of a pixel")
         for name, value in (
             ("hidden_dim", hidden_dim),
             ("num_heads", num_heads),

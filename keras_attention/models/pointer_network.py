@@ -6,6 +6,7 @@ from keras import ops
 from keras_attention import ops as ka_ops
 from keras_attention import scores
 from keras_attention.layers.recurrent.pointer_attention import PointerAttention
+from keras_attention.validation import check_int
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rank
 
@@ -111,15 +112,7 @@ class PointerNetwork(keras.Model):
                 "`units` must be even with `bidirectional=True`. "
                 f"Received: units={units}"
             )
-        if end_position is not None and (
-            isinstance(end_position, bool)
-            or not isinstance(end_position, int)
-            or end_position < 0
-        ):
-            raise ValueError(
-                "`end_position` must be a non-negative integer or None. "
-                f"Received: end_position={end_position!r}"
-            )
+        check_int("end_position", end_position, 0, allow_none=True)
         self.units = units
         self.cell = cell
         self.bidirectional = bidirectional

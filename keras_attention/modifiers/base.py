@@ -82,10 +82,14 @@ def deserialize(config):
 
 
 class _MaskCombination(MaskModifier):
-    """`masks` combined position by position with `_combine`, their key
-    ranges with `_merge` (subclasses set both)."""
+    """`masks` combined position by position with `_combine`; their key
+    ranges `[lo, hi)` merged with `_lower` on the starts and `_upper` on
+    the stops; banded when `_banded` (`any` or `all`) of them is
+    (subclasses set all four)."""
 
     _combine = None  # (bool, bool) -> bool, position by position
+    _lower = _upper = None  # ops.maximum / ops.minimum: the merged range
+    _banded = None  # any / all
     _needs_all_ranges = False  # a key range only when every mask has one
 
     def __init__(self, masks):
@@ -108,8 +112,12 @@ class _MaskCombination(MaskModifier):
             return None
         lo, hi = known[0]
         for other_lo, other_hi in known[1:]:
-            lo, hi = self._merge(lo, other_lo, hi, other_hi)
+            lo, hi = self._lower(lo, other_lo), self._upper(hi, other_hi)
         return lo, hi
+
+    @property
+    def banded(self):
+        return self._banded(getattr(m, "banded", False) for m in self.masks)
 
     def get_config(self):
         return {"masks": [serialize(m) for m in self.masks]}
@@ -120,14 +128,8 @@ class AndMask(_MaskCombination):
     """Keys every one of `masks` allows (their key ranges intersect)."""
 
     _combine = staticmethod(ops.logical_and)
-
-    @property
-    def banded(self):
-        return any(getattr(m, "banded", False) for m in self.masks)
-
-    @staticmethod
-    def _merge(lo, other_lo, hi, other_hi):
-        return ops.maximum(lo, other_lo), ops.minimum(hi, other_hi)
+    _lower, _upper = staticmethod(ops.maximum), staticmethod(ops.minimum)
+    _banded = staticmethod(any)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -136,15 +138,9 @@ class OrMask(_MaskCombination):
     when one of them has none)."""
 
     _combine = staticmethod(ops.logical_or)
+    _lower, _upper = staticmethod(ops.minimum), staticmethod(ops.maximum)
+    _banded = staticmethod(all)
     _needs_all_ranges = True
-
-    @property
-    def banded(self):
-        return all(getattr(m, "banded", False) for m in self.masks)
-
-    @staticmethod
-    def _merge(lo, other_lo, hi, other_hi):
-        return ops.minimum(lo, other_lo), ops.maximum(hi, other_hi)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -5,6 +5,7 @@ import keras
 from keras import ops
 
 from keras_attention.modifiers.base import MaskModifier
+from keras_attention.validation import check_int
 from keras_attention.validation import check_positive_int
 
 
@@ -263,16 +264,8 @@ class BlockLocal1D(MaskModifier):
 
     def __init__(self, query_block=256, memory_flange=256, causal=True):
         check_positive_int("query_block", query_block)
-        if (
-            isinstance(memory_flange, bool)
-            or not isinstance(memory_flange, int)
-            or memory_flange < 0
-        ):
-            raise ValueError(
-                "Invalid argument `memory_flange`: `memory_flange` must be a "
-                "non-negative integer (positions before the query block). "
-                f"Received: memory_flange={memory_flange!r}"
-            )
+        meaning = "positions before the query block"
+        check_int("memory_flange", memory_flange, 0, meaning=meaning)
         self.query_block, self.memory_flange = query_block, memory_flange
         self.causal = bool(causal)
 

@@ -445,7 +445,7 @@ class MultiHeadAttention(
             query,
             value,
             key,
-            **masks,
+            masks,
             use_causal_mask=use_causal_mask,
             return_attention_scores=return_attention_scores,
             training=training,
@@ -498,11 +498,9 @@ class MultiHeadAttention(
         self,
         query,
         value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
+        key,
+        masks,
+        *,
         use_causal_mask=False,
         return_attention_scores=False,
         training=None,
@@ -511,9 +509,11 @@ class MultiHeadAttention(
     ):
         """Projections, cache, attention, output projection: a `LayerResult`.
 
-        Arguments as `call`, already checked: by `call`, or by the blocks,
-        which call this directly after checking their own arguments under
-        their own names (each argument is checked once).
+        Arguments as `call`, already checked, with the masks in one dict
+        `masks` (`query_mask`, `value_mask`, `key_mask`, `attention_mask`;
+        any left out is `None`): by `call`, or by the blocks, which call
+        this directly after checking their own arguments under their own
+        names (each argument is checked once).
         """
         read_cache = cache is not None and cache_update_index is None
         q, k, v = self._project(query, key, value, read_cache)
@@ -533,18 +533,14 @@ class MultiHeadAttention(
                     written = ka_ops.written_positions_mask(
                         ops.shape(k)[1], cache_update_index, new_keys
                     )
-                    key_mask = ka_ops.merge_masks(key_mask, written)
+                    key_mask = ka_ops.merge_masks(masks.get("key_mask"), written)
+                    masks = {**masks, "key_mask": key_mask}
             caches = (cache,)
         heads, scores = self._attend(
             q,
             k,
             v,
-            masks=dict(
-                query_mask=query_mask,
-                value_mask=value_mask,
-                key_mask=key_mask,
-                attention_mask=attention_mask,
-            ),
+            masks=masks,
             use_causal_mask=use_causal_mask,
             causal_offset=causal_offset,
             return_attention_scores=return_attention_scores,

@@ -289,19 +289,15 @@ class MultiHeadSelfAttention(MultiHeadAttention):
         query_mask = first_mask(query_mask, query)
         if key_mask is None and cache is None:
             key_mask = query_mask
-        self._check_masks(
-            query,
-            query if cache is None else cache[:, 0],
-            query_mask=query_mask,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
+        masks = dict(
+            query_mask=query_mask, key_mask=key_mask, attention_mask=attention_mask
         )
+        self._check_masks(query, query if cache is None else cache[:, 0], **masks)
         result = self._attention(
             query,
             query,
-            query_mask=query_mask,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
+            None,
+            masks,
             use_causal_mask=use_causal_mask,
             return_attention_scores=return_attention_scores,
             training=training,

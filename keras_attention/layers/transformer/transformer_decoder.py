@@ -12,6 +12,7 @@ from keras_attention.layers.transformer.transformer_layer_utils import (
     TransformerStackBase,
 )
 from keras_attention.layers.transformer.transformer_layer_utils import head_size
+from keras_attention.validation import check_shape
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -96,17 +97,9 @@ class TransformerDecoder(TransformerStackBase):
         )
 
     def _check_cache(self, name, cache, batch):
-        shape = tuple(cache.shape)
         expected = (batch, self.num_layers, 2, None, self.kv_heads, self.key_dim)
-        ok = len(shape) == 6 and all(
-            want is None or got is None or got == want
-            for got, want in zip(shape, expected, strict=True)
-        )
-        if not ok:
-            raise ValueError(
-                f"`{name}` must have shape (batch, num_layers, 2, length, "
-                f"num_key_value_heads, key_dim) = {expected}. Received: {name}.shape={shape}"
-            )
+        layout = "(batch, num_layers, 2, length, num_key_value_heads, key_dim)"
+        check_shape(name, cache, expected, layout)
 
     def _check_call_arguments(
         self,

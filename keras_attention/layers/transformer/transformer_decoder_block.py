@@ -268,21 +268,22 @@ class TransformerDecoderBlock(TransformerBlockBase):
         into them)."""
         scores, updated, entries = {}, [], []
 
-        def attention(name, x, value, **kwargs):
+        def attention(name, x, value, use_causal_mask=False, **own_masks):
             """The residual attention sublayer `name` (`"self_attention"`:
             `value` is `None`, the sublayer's own input; `"cross_attention"`),
-            with its cache; `kwargs` are its own masks."""
+            with its cache; `own_masks` are its masks besides the queries'."""
 
             def sublayer(y):
                 result = getattr(self, f"_{name}_layer")._attention(
                     y,
-                    value=y if value is None else value,
-                    query_mask=masks.decoder_padding,
+                    y if value is None else value,
+                    None,
+                    dict(query_mask=masks.decoder_padding, **own_masks),
+                    use_causal_mask=use_causal_mask,
                     cache=getattr(caches, name),
                     cache_update_index=getattr(caches, f"{name}_update_index"),
                     return_attention_scores=return_attention_scores,
                     training=training,
-                    **kwargs,
                 )
                 scores[name] = result.scores
                 updated.extend(result.caches)

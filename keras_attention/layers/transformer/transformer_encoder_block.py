@@ -98,12 +98,16 @@ class TransformerEncoderBlock(EncoderCallMixin, TransformerBlockBase):
 
         def self_attention(x):
             nonlocal scores
-            result = self._self_attention_layer._attention(
-                x,
-                x,
+            masks = dict(
                 query_mask=padding_mask,
                 key_mask=padding_mask,
                 attention_mask=attention_mask,
+            )
+            result = self._self_attention_layer._attention(
+                x,
+                x,
+                None,
+                masks,
                 return_attention_scores=return_attention_scores,
                 training=training,
             )

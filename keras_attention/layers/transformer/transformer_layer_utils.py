@@ -22,6 +22,7 @@ from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rank
 from keras_attention.validation import check_rate
 from keras_attention.validation import get_activation
+from keras_attention.validation import get_initializer
 
 # Initializer offsets (see `fresh_initializer`) of the sublayers of a block,
 # far enough apart that the attention layers' own offsets never meet.
@@ -187,10 +188,8 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
         self.activation = get_activation(activation)
         self.normalize_first = normalize_first
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.kernel_initializer = _get_initializer(
-            "kernel_initializer", kernel_initializer
-        )
-        self.bias_initializer = _get_initializer("bias_initializer", bias_initializer)
+        self.kernel_initializer = get_initializer(kernel_initializer)
+        self.bias_initializer = get_initializer(bias_initializer, "bias_initializer")
         self.seed = seed
         self.attention_impl = attention_impl
         # Checked as the attention layer checks them (`key_dim` is known
@@ -444,16 +443,6 @@ class _HeadCount:
     def __init__(self, num_heads):
         self._num_heads = num_heads
         self._key_dim = 2  # the head size is checked at build time
-
-
-def _get_initializer(name, value):
-    try:
-        return keras.initializers.get(value)
-    except (ValueError, TypeError) as error:
-        raise ValueError(
-            f"`{name}` must be a Keras initializer, its name or its config. "
-            f"Received: {name}={value!r}"
-        ) from error
 
 
 class TransformerStackBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Layer):
