@@ -61,6 +61,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
+from examples.common.cli import example_parser  # noqa: E402
 from examples.common.memory import proc_status  # noqa: E402
 
 LAYERS = ("conv", "gru", "attention", "attention_chunked")
@@ -76,10 +77,7 @@ MIB = 1024**2
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = example_parser(__doc__.split("\n\n")[0])
     parser.add_argument(
         "--lengths",
         type=int,

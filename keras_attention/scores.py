@@ -140,7 +140,7 @@ class ScaledDot(_Scaled):
     """Scaled dot-product score `s(k, q) = k^T q / sqrt(d)` (Vaswani et al.).
 
     Args:
-        use_scale: multiply the score by a learned scalar (init 1).
+        use_scale: as `Dot`.
     """
 
     same_width = "scaled_dot"

@@ -101,7 +101,6 @@ far keys get almost no weight and a long window looks like a short one.
 One seed per method, on a shared machine.
 """
 
-import argparse
 import csv
 import math
 import os
@@ -120,6 +119,8 @@ import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
+from examples.common.cli import add_data_dir  # noqa: E402
+from examples.common.cli import example_parser  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
 from examples.common.runs import finish_run  # noqa: E402
 from examples.common.runs import learning_curve  # noqa: E402
@@ -576,14 +577,12 @@ def plot(results, args, path):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description="Train character language models on tiny Shakespeare and "
-        "compare position encodings beyond the training length.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    parser = example_parser(
+        "Train character language models on tiny Shakespeare and "
+        "compare position encodings beyond the training length."
     )
+    add_data_dir(parser, "input.txt")
     add = parser.add_argument
-    add("--data-dir", default=None,
-        help="directory with input.txt; default: download it (checked by SHA-256)")  # fmt: skip
     add("--no-check-hash", action="store_true",
         help="accept an input.txt that is not tiny Shakespeare")  # fmt: skip
     add("--output-dir", default="outputs/char_lm", help="results, plots, weights")

@@ -56,7 +56,6 @@ first version (87.02%) are in the README section "Hierarchical attention
 on IMDB"; `results.md` holds each run's numbers.
 """
 
-import argparse
 import csv
 import gzip
 import html
@@ -79,6 +78,8 @@ from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common import runs  # noqa: E402
+from examples.common.cli import add_data_dir  # noqa: E402
+from examples.common.cli import example_parser  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
 
 ARCHIVE_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
@@ -555,14 +556,9 @@ def prepare(args):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description="Hierarchical attention vs flat models on IMDB sentiment.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = example_parser("Hierarchical attention vs flat models on IMDB sentiment.")
+    add_data_dir(parser, "train.jsonl.gz and test.jsonl.gz (or aclImdb_v1.tar.gz)")
     add = parser.add_argument
-    add("--data-dir", default=None,
-        help="directory with train.jsonl.gz and test.jsonl.gz; default: "
-             "download aclImdb_v1.tar.gz (checked by SHA-256)")  # fmt: skip
     add("--no-check-hash", action="store_true",
         help="accept data files with other checksums")  # fmt: skip
     add("--output-dir", default="outputs/han_imdb", help="results, weights, pictures")

@@ -100,6 +100,7 @@ import tensorflow as tf  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common import distribute  # noqa: E402
+from examples.common.cli import example_parser  # noqa: E402
 from examples.common.export import save_for_serving  # noqa: E402
 from keras_attention.decoding import beam_search  # noqa: E402
 from keras_attention.decoding import greedy_search  # noqa: E402
@@ -507,12 +508,9 @@ MODEL_DEFAULTS = {
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        description=(
-            "Train an attention seq2seq model that turns human-written dates into "
-            "ISO dates, evaluate it, plot its alignments and export a SavedModel."
-        ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    parser = example_parser(
+        "Train an attention seq2seq model that turns human-written dates into "
+        "ISO dates, evaluate it, plot its alignments and export a SavedModel."
     )
 
     def per_model(name, text):  # a flag whose default depends on --model

@@ -91,7 +91,6 @@ only). As in Graves et al., the LSTM's errors grow with the length it has
 to hold in its state.
 """
 
-import argparse
 import csv
 import math
 import os
@@ -109,6 +108,7 @@ import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
+from examples.common.cli import example_parser  # noqa: E402
 from examples.common.runs import finish_run  # noqa: E402
 from examples.common.runs import learning_curve  # noqa: E402
 from examples.common.runs import load_finished_run  # noqa: E402
@@ -472,9 +472,8 @@ def write_table(results, args, path):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description="Train a Neural Turing Machine and an LSTM on the copy task.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    parser = example_parser(
+        "Train a Neural Turing Machine and an LSTM on the copy task."
     )
     add = parser.add_argument
     add("--output-dir", default="outputs/ntm_copy", help="results, plots, weights")

@@ -115,6 +115,8 @@ from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common import runs  # noqa: E402
+from examples.common.cli import add_data_dir  # noqa: E402
+from examples.common.cli import example_parser  # noqa: E402
 from examples.common.memory import proc_status  # noqa: E402
 
 MODELS = ("local2d", "full", "pixelcnn")
@@ -461,15 +463,12 @@ def train_and_test(name, args, train, test):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description="Image Transformer (local 2D / full attention) vs PixelCNN "
-        "on MNIST, in bits per dimension.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    parser = example_parser(
+        "Image Transformer (local 2D / full attention) vs PixelCNN "
+        "on MNIST, in bits per dimension."
     )
+    add_data_dir(parser, "t10k-images-idx3-ubyte.gz")
     add = parser.add_argument
-    add("--data-dir", default=None,
-        help="directory with t10k-images-idx3-ubyte.gz; default: download it "
-             "(checked by SHA-256)")  # fmt: skip
     add("--output-dir", default="outputs/image_transformer")
     add("--smoke", action="store_true",
         help="a few seconds on 96 synthetic images, tiny models")  # fmt: skip

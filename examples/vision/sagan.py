@@ -45,7 +45,6 @@ halves of the real set) scores 6.9. The learned `gamma` reached 0.048 in the
 generator and 0.179 in the discriminator.
 """
 
-import argparse
 import gzip
 import json
 import os
@@ -65,6 +64,7 @@ from keras import layers  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common import distribute  # noqa: E402
+from examples.common.cli import example_parser  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
 
 # The original MNIST test files and their SHA-256 (also in the repository's
@@ -454,10 +454,7 @@ def evaluate(generator, scorer, real_images, num_samples, latent_dim, seed):
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[1],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = example_parser(__doc__.split("\n\n")[1])
     parser.add_argument("--dataset", choices=("digits", "mnist"), default="digits")
     parser.add_argument(
         "--data-dir",

@@ -370,18 +370,8 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
                 f"{self.dropout}, attention_dropout={self.attention_dropout}"
             )
         hub_class = getattr(keras_hub.layers, self._keras_hub_name)
-        layer = hub_class(
-            intermediate_dim=self.intermediate_dim,
-            num_heads=self.num_heads,
-            dropout=self.dropout,
-            activation=self.activation,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            kernel_initializer=self.kernel_initializer,
-            bias_initializer=self.bias_initializer,
-            normalize_first=self.normalize_first,
-            name=self.name,
-            dtype=self.dtype_policy,
-        )
+        same = {name: getattr(self, name) for name in _KERAS_HUB_ARGS}
+        layer = hub_class(**same, name=self.name, dtype=self.dtype_policy)
         layer.build(**self._build_shapes_dict)
         self._self_attention_layer.copy_weights_to_multi_head_attention(
             layer._self_attention_layer
@@ -426,6 +416,18 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
             "dtype": self._dtype_config(),
         }
 
+
+# The arguments keras-hub's blocks take under the same names and meanings.
+_KERAS_HUB_ARGS = (
+    "intermediate_dim",
+    "num_heads",
+    "dropout",
+    "activation",
+    "layer_norm_epsilon",
+    "kernel_initializer",
+    "bias_initializer",
+    "normalize_first",
+)
 
 _OPEN_CORE_ARGS = (
     "num_key_value_heads",

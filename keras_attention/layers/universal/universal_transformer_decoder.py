@@ -116,14 +116,14 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
         training=None,
         return_halting=False,
     ):
+        self._check_cache(
+            decoder_sequence, self_attention_cache, self_attention_cache_update_index
+        )
         masks = DecoderMasks.filled(
             decoder_sequence,
             encoder_sequence,
             decoder_padding_mask,
             encoder_padding_mask,
-        )
-        self._check_cache(
-            decoder_sequence, self_attention_cache, self_attention_cache_update_index
         )
         self.block._check_has_encoder(
             encoder_sequence is not None, owner="decoder", inputs="`encoder_sequence`"

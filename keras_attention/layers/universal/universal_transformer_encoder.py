@@ -71,12 +71,8 @@ class UniversalTransformerEncoder(UniversalTransformerBase):
             `normalize_first=True` a final LayerNorm follows the recurrence.
 
     Call arguments:
-        inputs: `(B, T, D)`.
-        padding_mask: `(B, T)` boolean, True = real token; filled from the
-            Keras mask of `inputs`.
-        attention_mask: `(T, T)`, `(B, T, T)` or `(B, N, T, T)`, at every
-            step.
-        training: bool, whether dropout is active.
+        inputs, padding_mask, training: as `TransformerEncoder`.
+        attention_mask: as `TransformerEncoder`, at every step.
         return_halting: also return a dict of float32 `(B, T)` tensors:
             `"steps"` (`N`, the steps each position took; `max_steps`
             everywhere without halting) and `"remainders"` (`R`; 0 without

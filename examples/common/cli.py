@@ -1,0 +1,23 @@
+"""The command line every example script shares."""
+
+import argparse
+
+
+def example_parser(description):
+    """An `argparse.ArgumentParser` with `description` whose `--help`
+    shows every argument's default."""
+    return argparse.ArgumentParser(
+        description=description,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+
+
+def add_data_dir(parser, holds):
+    """`--data-dir`: a local copy of the example's data (`holds` says which
+    files); without it the script downloads the canonical files and checks
+    their SHA-256."""
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help=f"directory with {holds}; default: download it (checked by SHA-256)",
+    )
