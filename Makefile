@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-large test-jax bench bench-jax gpu-wheels gpu-bundle gpu-check docs docs-serve docs-test lint format clean
+.PHONY: venv demo test test-large test-large-only test-jax bench bench-jax gpu-wheels gpu-bundle gpu-check docs docs-serve docs-test lint format clean
 
 venv: $(STAMP)
 
@@ -24,6 +24,12 @@ test: $(STAMP)
 
 test-large: $(STAMP)
 	$(PY) -m pytest -q -n 2 -m "" $(PYTEST_ARGS)
+
+# The large set alone (`@pytest.mark.large`: the example scripts end to end,
+# the variants' compiled fits, multi-process and wheel installs, the browser
+# test): .ci/run runs it after `make test` and `make test-jax`.
+test-large-only: $(STAMP)
+	$(PY) -m pytest -q -n 2 -m large $(PYTEST_ARGS)
 
 # The whole suite on JAX (CPU). Tests that are TensorFlow-only by nature
 # (SavedModel export, tf.function tracing of unknown shapes, the tf.data /

@@ -15,8 +15,9 @@ figures, drawn by `make docs`, may be missing), then:
 The browser is driven over the DevTools protocol on a pipe
 (``--remote-debugging-pipe``), with the standard library only. It is Debian's
 `chromium` (``apt-get install chromium``), or the binary that the `CHROMIUM`
-environment variable names; without one the browser test skips, and without
-the `docs` extra both tests skip. `make docs-test` runs this file.
+environment variable names; without one the browser test skips (it fails
+instead where ``KERAS_ATTENTION_REQUIRE_BROWSER`` is set, as in .ci/run), and
+without the `docs` extra both tests skip. `make docs-test` runs this file.
 """
 
 import fcntl
@@ -313,6 +314,11 @@ PAGE_REPORT = """
 @pytest.mark.large
 def test_guide_pages_render_their_maths_offline_in_chromium(site, tmp_path):
     binary = _find_chromium()
+    if binary is None and os.environ.get("KERAS_ATTENTION_REQUIRE_BROWSER"):
+        pytest.fail(
+            "KERAS_ATTENTION_REQUIRE_BROWSER is set (as .ci/run sets it) but no "
+            "Chromium was found: install Debian's chromium or set CHROMIUM"
+        )
     if binary is None:
         pytest.skip(
             "no headless browser: install Debian's chromium "

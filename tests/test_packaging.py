@@ -22,6 +22,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SUBPACKAGES = ("ops", "layers", "decoding", "models")
 
@@ -175,6 +177,9 @@ def make_fresh_venv(tmp, wheel):
     return venv, python
 
 
+# Builds the wheel and installs it in a new virtual environment (~17 s): in
+# the large set, which .ci/run runs.
+@pytest.mark.large
 def test_wheel_installs_and_works_in_a_fresh_environment(tmp_path):
     wheel, source, build_log = build_wheel(tmp_path)
     check_wheel_contents(wheel, source, build_log)

@@ -107,6 +107,8 @@ def _check_fit(path, paths=PATHS):
     assert ("Losses across paths" in text) == (len(paths) > 1)
 
 
+# The whole driver end to end (~20 s): in the large set, which .ci/run runs.
+@pytest.mark.large
 def test_driver_smoke_run(tmp_path):
     """Both sections; the fit on the fused path only (each path is a child
     process of its own; the large test below runs all three)."""

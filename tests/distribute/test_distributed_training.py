@@ -90,11 +90,11 @@ def test_mirrored_two_logical_cpus_match_single_device(kind, tmp_path):
     _assert_agree(distributed, _reference(kind, distributed["initial"]), ATOL)
 
 
-# The Transformer covers clipping, sparse embedding gradients and both
-# attention masks; the classifier repeats the run (another ~25 s) as `large`.
-@pytest.mark.parametrize(
-    "kind", ["transformer", pytest.param("encoder", marks=pytest.mark.large)]
-)
+# Two worker processes end to end (~20 s each kind): in the large set, which
+# .ci/run runs. The Transformer covers clipping, sparse embedding gradients
+# and both attention masks; the classifier repeats the run.
+@pytest.mark.large
+@pytest.mark.parametrize("kind", ["transformer", "encoder"])
 def test_multi_worker_two_processes_match_single_device(kind, tmp_path):
     start = time.monotonic()
     codes = local_workers.run_workers(

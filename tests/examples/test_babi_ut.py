@@ -88,6 +88,7 @@ def test_checksums_are_checked(babi_dir):
     assert "1k training set" in note
 
 
+@pytest.mark.large  # the whole script end to end: .ci/run runs the large set
 @pytest.mark.tf_only(reason="a short end-to-end run; the layers are tested on JAX")
 def test_smoke_run(tmp_path, babi_dir):
     out = tmp_path / "out"

@@ -72,6 +72,7 @@ def test_sliding_window_generation_continues_past_the_context():
     np.testing.assert_array_equal(tokens, [list(range(6, 15))] * 2)
 
 
+@pytest.mark.large  # the whole script end to end: .ci/run runs the large set
 @pytest.mark.tf_only(reason="the script feeds tf.data and compiles with tf.function")
 def test_smoke_run(tmp_path, text_dir):
     out = tmp_path / "out"
@@ -128,6 +129,7 @@ class _Killed(RuntimeError):
     pass
 
 
+@pytest.mark.large  # the whole script end to end: .ci/run runs the large set
 @pytest.mark.tf_only(reason="the script feeds tf.data and compiles with tf.function")
 def test_a_killed_run_resumes_where_it_stopped(tmp_path, text_dir, monkeypatch):
     argv = [

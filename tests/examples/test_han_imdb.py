@@ -71,6 +71,7 @@ def test_masked_max_ignores_padding():
     np.testing.assert_allclose(np.asarray(pooled), [[1.0], [-2.0]])
 
 
+@pytest.mark.large  # the whole script end to end: .ci/run runs the large set
 @pytest.mark.tf_only(reason="the script splits sentences with tensorflow_text")
 def test_smoke_run(data_dir, tmp_path):
     out = tmp_path / "out"

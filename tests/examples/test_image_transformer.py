@@ -43,6 +43,7 @@ def test_masked_convolution_sees_only_earlier_pixels(mask_type):
     assert diff[2, 3] and diff[3, 1]  # the next pixels do
 
 
+@pytest.mark.large  # the whole script end to end: .ci/run runs the large set
 def test_smoke_run_reports_every_model(tmp_path):
     out = tmp_path / "out"
     argv = ["--smoke", "--output-dir", str(out), "--no-memory"]

@@ -48,6 +48,7 @@ def test_loss_and_metrics_per_sequence():
     np.testing.assert_array_equal(np.asarray(ntm_copy.bit_errors(y, -right)), 12)
 
 
+@pytest.mark.large  # the whole script end to end: .ci/run runs the large set
 def test_smoke_run(tmp_path):
     out = tmp_path / "out"
     summary = ntm_copy.main(["--smoke", "--output-dir", str(out)])

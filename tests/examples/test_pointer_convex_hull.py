@@ -43,6 +43,7 @@ def test_targets_and_metrics():
     assert hull.evaluate(x, y, shorter) == (0.0, 0.0)
 
 
+@pytest.mark.large  # the whole script end to end: .ci/run runs the large set
 @pytest.mark.tf_only(reason="the script feeds tf.data and decodes in tf.function")
 def test_smoke_run(tmp_path):
     argv = [

@@ -17,6 +17,7 @@ def _load():
     return module
 
 
+@pytest.mark.large  # the whole script end to end: .ci/run runs the large set
 @pytest.mark.tf_only(
     reason="the script feeds tf.data, decodes in tf.function and exports a SavedModel"
 )

@@ -51,6 +51,7 @@ def test_frechet_distance_is_zero_for_identical_sets_and_grows_with_shift():
     np.testing.assert_allclose(shifted, 6 * 4.0, rtol=1e-6)
 
 
+@pytest.mark.large  # the whole script end to end: .ci/run runs the large set
 @pytest.mark.tf_only(
     reason="the SAGAN script trains with a tf.GradientTape train_step and exports a SavedModel"
 )

@@ -42,6 +42,7 @@ def test_help_documents_every_flag(capsys):
         assert flag in text
 
 
+@pytest.mark.large  # the whole script end to end: .ci/run runs the large set
 @pytest.mark.tf_only(
     reason="the script decodes in tf.function and exports a SavedModel"
 )
@@ -71,6 +72,7 @@ def test_smoke_run_with_export(flags, tmp_path):
     assert (tmp_path / "saved_model" / "saved_model.pb").exists()
 
 
+@pytest.mark.large  # the whole script end to end: .ci/run runs the large set
 @pytest.mark.tf_only(
     reason="the script decodes in tf.function and exports a SavedModel"
 )

@@ -1,0 +1,48 @@
+"""What CI runs: `.ci/run` runs the quick suites and the large set.
+
+The tests marked `large` (whole example scripts, the variants' compiled
+fits, multi-process training, the wheel install, the browser test) are kept
+out of `make test` for its time, so CI must run them or nobody does.
+"""
+
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _make_targets():
+    """`target: recipe lines` of the Makefile."""
+    targets, name = {}, None
+    for line in (ROOT / "Makefile").read_text().splitlines():
+        match = re.match(r"^([\w-]+):", line)
+        if match:
+            name = match.group(1)
+            targets[name] = []
+        elif line.startswith("\t") and name:
+            targets[name].append(line.strip())
+    return targets
+
+
+def _ci_commands():
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and line[0] != "#"]
+
+
+def _runs_target(command, target):
+    return re.search(rf"\bmake (\S+ )*{re.escape(target)}\b", command) is not None
+
+
+def test_ci_runs_both_backends_and_the_large_set():
+    commands = _ci_commands()
+    targets = _make_targets()
+    ran = {t for t in targets for c in commands if _runs_target(c, t)}
+    assert {"test", "test-jax"} <= ran, commands
+    large = [t for t in ran if any("-m large" in r for r in targets[t])]
+    assert large, f".ci/run runs no make target with `pytest -m large`: {commands}"
+
+
+def test_ci_requires_the_browser_for_the_large_set():
+    text = (ROOT / ".ci" / "run").read_text()
+    assert "KERAS_ATTENTION_REQUIRE_BROWSER=1" in text
+    assert "apt-get install" in text and "chromium" in text
