@@ -75,8 +75,8 @@ class ScoredAttention(keras.layers.Layer):
     >>> value = np.random.rand(2, 5, 8).astype("float32")
     >>> layer = ka.layers.ScoredAttention(score="additive")
     >>> output, weights = layer(query, value, return_attention_scores=True)
-    >>> output.shape, weights.shape
-    (TensorShape([2, 3, 8]), TensorShape([2, 3, 5]))
+    >>> tuple(output.shape), tuple(weights.shape)
+    ((2, 3, 8), (2, 3, 5))
 
     References:
         - Bahdanau et al., 2015: https://arxiv.org/abs/1409.0473
