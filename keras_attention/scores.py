@@ -468,7 +468,8 @@ def get(identifier):
         name = identifier.lower()
         if name == "location":
             raise ValueError(
-                "The `location` score needs a maximum key length: pass "
+                "The `location` score needs a maximum key length, which "
+                "`score` cannot give by name: pass "
                 "`score=keras_attention.scores.Location(max_length=...)`. "
                 f"Received: score={identifier!r}"
             )

@@ -390,7 +390,9 @@ def test_layers_with_the_score_match_numpy(diagonal_registered):
         weights /= weights.sum(-1, keepdims=True)
         expected = np.einsum("bts,bsd->btd", weights, value)
         np.testing.assert_allclose(ops.convert_to_numpy(out), expected, atol=1e-5)
-    with pytest.raises(ValueError, match=r"`scale=True` applies.*score='diagonal'"):
+    with pytest.raises(
+        ValueError, match=r"`scale` applies.*score='diagonal', scale=True"
+    ):
         ka.layers.LuongAttention(score="diagonal", scale=True)
 
 

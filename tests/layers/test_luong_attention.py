@@ -116,7 +116,7 @@ def test_local_window(data):
         ({"score": "concat", "scale": True}, r"score='concat', scale=True"),
         (
             {"score": "cosine", "scale": True},
-            r"`scale=True` applies to the scores with a learned scale.*"
+            r"`scale` applies to the scores with a learned scale.*"
             r"Received: score='cosine', scale=True",
         ),
         ({"score": "dot", "units": 4}, r"`units` applies to the 'concat'.*units=4"),

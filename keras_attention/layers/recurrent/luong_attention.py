@@ -91,7 +91,7 @@ def _luong_score(score, scale, units):
     arguments = inspect.signature(cls.__init__).parameters
     if scale and "use_scale" not in arguments:
         raise ValueError(
-            "`scale=True` applies to the scores with a learned scale "
+            "`scale` applies to the scores with a learned scale "
             "('dot', 'scaled_dot', 'general'). "
             f"Received: score={score!r}, scale={scale}"
         )
