@@ -87,8 +87,8 @@ def _luong_score(score, scale, units):
                     f"for `units`). Received: score={score!r}, {name}={value}"
                 )
         return scores.get(score)
-    cls = type(scores.get(score))  # checks the name
-    arguments = inspect.signature(cls.__init__).parameters
+    named = scores.get(score)  # checks the name
+    arguments = inspect.signature(type(named).__init__).parameters
     if scale and "use_scale" not in arguments:
         raise ValueError(
             "`scale` applies to the scores with a learned scale "
@@ -103,4 +103,4 @@ def _luong_score(score, scale, units):
     options = {"use_scale": scale} if "use_scale" in arguments else {}
     if "units" in arguments:
         options["units"] = units
-    return cls(**options)
+    return type(named).from_config({**named.get_config(), **options})

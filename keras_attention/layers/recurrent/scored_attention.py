@@ -33,7 +33,9 @@ class ScoredAttention(keras.layers.Layer):
         score: the score `s(k, q)`: a name (`"scaled_dot"`, `"dot"`,
             `"general"`, `"additive"`, `"cosine"`), a
             `keras_attention.scores.Score` object (e.g.
-            `scores.Location(max_length=50)`) or its config dict.
+            `scores.Location(max_length=50)`; the layer works on a copy, so
+            layers given one object do not share its weights) or its config
+            dict.
         probability: `"softmax"`, or `"hardmax"` for hard attention: a
             one-hot choice of the best key in the forward pass with a
             straight-through softmax gradient.
