@@ -92,7 +92,11 @@ def _score_inputs():
 
 
 def score_functions():
-    """The six scores on the same query and key sequences."""
+    """Every score on the same query and key sequences, one panel each.
+
+    Adding a score function (docs/architecture.md) adds its name and formula
+    to `scores`; a score that cannot be built by name gets its object in
+    `objects`."""
     keras.utils.set_random_seed(0)
     query, key = _score_inputs()
     scores = {
@@ -103,14 +107,13 @@ def score_functions():
         "cosine": r"$\beta \cos(k, q)$, $\beta=5$",
         "location": r"$(W_a q)_n$",
     }
-    fig, axes = plt.subplots(1, 6, figsize=(14, 2.6))
+    objects = {
+        "location": ka.scores.Location(max_length=7),
+        "cosine": ka.scores.Cosine(beta=5.0),
+    }
+    fig, axes = plt.subplots(1, len(scores), figsize=(14 / 6 * len(scores), 2.6))
     for ax, (name, formula) in zip(axes, scores.items(), strict=True):
-        score = name
-        if name == "location":
-            score = ka.scores.Location(max_length=7)
-        elif name == "cosine":
-            score = ka.scores.Cosine(beta=5.0)
-        layer = ka.layers.ScoredAttention(score=score)
+        layer = ka.layers.ScoredAttention(score=objects.get(name, name))
         _, weights = layer(query, key, return_attention_scores=True)
         _heatmap(ax, weights[0], f"{name}\n{formula}")
         if ax is not axes[0]:

@@ -336,8 +336,8 @@ class Location(Score):
     >>> import numpy as np
     >>> import keras_attention as ka
     >>> score = ka.scores.Location(max_length=8)
-    >>> score(np.ones((2, 3, 4)), np.ones((2, 5, 4))).shape
-    TensorShape([2, 3, 5])
+    >>> tuple(score(np.ones((2, 3, 4)), np.ones((2, 5, 4))).shape)
+    (2, 3, 5)
     >>> try:
     ...     score(np.ones((2, 3, 4)), np.ones((2, 9, 4)))
     ... except ValueError as error:
@@ -450,16 +450,26 @@ def get(identifier):
     `"additive"` (alias `"concat"`), `"cosine"` (alias `"content"`).
     The `location` score needs `max_length`, so pass `Location(max_length)`
     or `{"class_name": "Location", "config": {"max_length": ...}}`.
+
+    A score object is copied (from its config, with its weights if it is
+    built), so that two layers given one object do not share weights.
+
+    >>> import keras_attention as ka
+    >>> score = ka.scores.Dot(use_scale=True)
+    >>> copy = ka.scores.get(score)
+    >>> copy is score, type(copy).__name__, copy.use_scale
+    (False, 'Dot', True)
     """
     if isinstance(identifier, Score):
-        return identifier
+        return _copy(identifier)
     if isinstance(identifier, dict):
         return deserialize(identifier)
     if isinstance(identifier, str):
         name = identifier.lower()
         if name == "location":
             raise ValueError(
-                "The `location` score needs a maximum key length: pass "
+                "The `location` score needs a maximum key length, which "
+                "`score` cannot give by name: pass "
                 "`score=keras_attention.scores.Location(max_length=...)`. "
                 f"Received: score={identifier!r}"
             )
@@ -473,3 +483,22 @@ def get(identifier):
         "`score` must be a name, a `keras_attention.scores.Score` object or a "
         f"config dict. Received: score={identifier!r}"
     )
+
+
+def _copy(score):
+    """A new score object with `score`'s config (and weights, when built)."""
+    try:
+        copy = type(score).from_config(score.get_config())
+    except Exception as error:
+        raise ValueError(
+            "A `score` object is copied from its config so that each layer "
+            f"gets its own weights, and `{type(score).__name__}` cannot be "
+            f"(a {type(error).__name__}, above): return every constructor "
+            "argument from its `get_config()`. "
+            f"Received: score={score!r}"
+        ) from error
+    build_config = score.get_build_config() if score.built else None
+    if build_config is not None:
+        copy.build_from_config(build_config)
+        copy.set_weights(score.get_weights())
+    return copy

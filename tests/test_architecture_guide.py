@@ -9,6 +9,12 @@ agree on outputs and gradients (step 4), and it survives the config and
 `.keras` round trips (step 2 again, through a model). Step 5 (export and
 document) is for a modifier of the library itself and has nothing to test
 here.
+
+The second part follows "How to add a score function" for a toy score,
+`Diagonal` (`k^T diag(w) q`): written and registered (steps 1-3, the name
+in `ALL_SCORES` for the duration of a test), checked against its NumPy
+reference, used by `ScoredAttention` and `LuongAttention` by name and as an
+object, and saved and reloaded in a model with them.
 """
 
 import math
@@ -270,3 +276,149 @@ def test_modifier_survives_config_and_keras_round_trips(tmp_path):
     np.testing.assert_array_equal(
         ops.convert_to_numpy(loaded([query, value])), expected
     )
+
+
+# == "How to add a score function", followed for a toy score ===================
+#
+# `Diagonal`: `s(k, q) = k^T diag(w) q`, a bilinear score with a diagonal
+# matrix (one weight per feature), so query and key share one width.
+
+
+# -- steps 1 and 2: the maths as a registered score ----------------------------
+
+
+@keras.saving.register_keras_serializable(package="keras_attention_guide")
+class Diagonal(ka.scores.Score):
+    """`s(k, q) = k^T diag(w) q`."""
+
+    def __init__(self, kernel_initializer="ones", **kwargs):
+        super().__init__(**kwargs)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+    def build(self, query_shape, key_shape):
+        super().build(query_shape, key_shape)
+        if query_shape[-1] != key_shape[-1]:
+            raise ValueError(
+                "The `diagonal` score needs `query` and `key` of the same width. "
+                f"Received: query.shape[-1]={query_shape[-1]}, "
+                f"key.shape[-1]={key_shape[-1]}"
+            )
+        self.kernel = self.add_weight(
+            name="kernel", shape=(key_shape[-1],), initializer=self.kernel_initializer
+        )
+
+    def call(self, query, key):
+        return ops.einsum("btd,d,bsd->bts", query, self.kernel, key)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+        }
+
+
+def _np_diagonal(score, query, key):
+    """Step 4's NumPy reference: `k^T diag(w) q` from the formula."""
+    w = ops.convert_to_numpy(score.kernel).astype("float64")
+    return np.einsum("btd,d,bsd->bts", query, w, key)
+
+
+@pytest.fixture
+def diagonal_registered(monkeypatch):
+    """Step 3 for the duration of a test: the name in `ALL_SCORES`, the
+    class where `scores.deserialize` looks, the reference in `REFERENCES`."""
+    import score_reference
+
+    monkeypatch.setitem(ka.scores.ALL_SCORES, "diagonal", Diagonal)
+    monkeypatch.setitem(ka.scores._CLASSES, "Diagonal", Diagonal)
+    monkeypatch.setitem(score_reference.REFERENCES, "diagonal", _np_diagonal)
+    return score_reference
+
+
+def _score_inputs(seed=3):
+    query, value = _inputs((B, T, D), (B, T + 2, D), seed=seed)
+    return query, value
+
+
+def test_the_score_is_the_formula_and_is_registered(diagonal_registered):
+    ref = diagonal_registered
+    assert set(ref.REFERENCES) == set(ka.scores.ALL_SCORES)
+    query, key = _score_inputs()
+    score = ka.scores.get("diagonal")
+    assert type(score) is Diagonal
+    score(query, key)
+    ref.randomize(score, np.random.default_rng(0))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(score(query, key)),
+        _np_diagonal(score, query, key),
+        atol=1e-5,
+    )
+    assert ops.convert_to_numpy(score(query, key)).dtype == np.float32
+    with pytest.raises(ValueError, match=r"`diagonal`.*key.shape\[-1\]=3"):
+        Diagonal()(query, key[..., :3])
+    config = ka.scores.serialize(score)
+    assert config["registered_name"] == "keras_attention_guide>Diagonal"
+    assert type(ka.scores.get(config)) is Diagonal
+
+
+# -- step 5 (of the layers): ScoredAttention and LuongAttention take it --------
+
+
+def _score_layers():
+    """A `ScoredAttention` given the object, a `LuongAttention` the name."""
+    score = Diagonal()
+    return [
+        ka.layers.ScoredAttention(score=score, name="scored"),
+        ka.layers.LuongAttention(score="diagonal", name="luong"),
+        ka.layers.LuongAttention(score=score, name="luong_object"),
+    ]
+
+
+def test_layers_with_the_score_match_numpy(diagonal_registered):
+    query, value = _score_inputs()
+    mask = np.ones((B, T + 2), bool)
+    mask[1, 4:] = False
+    rng = np.random.default_rng(1)
+    for layer in _score_layers():
+        layer(query, value)
+        diagonal_registered.randomize(layer.score, rng)
+        out = layer(query, value, value_mask=mask)
+        logits = np.where(
+            mask[:, None], _np_diagonal(layer.score, query, value), -np.inf
+        )
+        weights = np.exp(logits - logits.max(-1, keepdims=True))
+        weights /= weights.sum(-1, keepdims=True)
+        expected = np.einsum("bts,bsd->btd", weights, value)
+        np.testing.assert_allclose(ops.convert_to_numpy(out), expected, atol=1e-5)
+    with pytest.raises(
+        ValueError, match=r"`scale` applies.*score='diagonal', scale=True"
+    ):
+        ka.layers.LuongAttention(score="diagonal", scale=True)
+
+
+def test_layers_with_the_score_survive_config_and_keras_round_trips(
+    diagonal_registered, tmp_path
+):
+    query, value = _score_inputs(seed=8)
+    layers = _score_layers()
+    for layer in layers:
+        testing.check_config_round_trip(layer, [query, value])
+    assert layers[1].get_config()["score"] == "diagonal"
+    assert layers[2].get_config()["score"]["class_name"] == "Diagonal"
+    # One object given to two layers: each has weights of its own.
+    assert layers[0].score is not layers[2].score
+
+    q_in, v_in = keras.Input((T, D)), keras.Input((T + 2, D))
+    outputs = [layer(q_in, v_in) for layer in layers]
+    model = keras.Model([q_in, v_in], outputs)
+    rng = np.random.default_rng(2)
+    for layer in layers:
+        diagonal_registered.randomize(layer.score, rng)
+    expected = [ops.convert_to_numpy(x) for x in model([query, value])]
+    path = os.path.join(tmp_path, "diagonal.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    for layer in layers:
+        assert isinstance(loaded.get_layer(layer.name).score, Diagonal)
+    for got, want in zip(loaded([query, value]), expected, strict=True):
+        np.testing.assert_array_equal(ops.convert_to_numpy(got), want)

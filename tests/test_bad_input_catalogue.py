@@ -94,9 +94,27 @@ CASES = [
     ("units-float", lambda: L.BahdanauAttention(units=2.0), "units", "units=2.0"),
     (
         "luong-score-unknown",
-        lambda: L.LuongAttention(score="bilinear"),
+        lambda: L.LuongAttention(score="softmax"),
         "score",
-        "score='bilinear'",
+        "score='softmax'",
+    ),
+    (
+        "luong-score-location-by-name",
+        lambda: L.LuongAttention(score="location"),
+        "score",
+        "score='location'",
+    ),
+    (
+        "luong-scale-without-learned-scale",
+        lambda: L.LuongAttention(score="cosine", scale=True),
+        "scale",
+        "scale=True",
+    ),
+    (
+        "luong-units-on-a-score-object",
+        lambda: L.LuongAttention(score=scores.Additive(), units=3),
+        "units",
+        "units=3",
     ),
     (
         "luong-units-without-concat",

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+import score_reference as ref
 from keras import ops
 
 from keras_attention import scores
@@ -26,62 +27,36 @@ def _run(score, query, key):
     return out
 
 
-def test_dot(qk):
-    query, key = qk
-    expected = np.einsum("btd,bsd->bts", query, key)
-    np.testing.assert_allclose(_run(scores.Dot(), query, key), expected, atol=1e-5)
-
-
-def test_scaled_dot(qk):
-    query, key = qk
-    expected = np.einsum("btd,bsd->bts", query, key) / np.sqrt(D)
-    out = _run(scores.get("scaled_dot"), query, key)
-    np.testing.assert_allclose(out, expected, atol=1e-5)
-
-
-def test_learned_scale_multiplies_the_score(qk):
-    query, key = qk
-    score = scores.Dot(use_scale=True)
+@pytest.mark.parametrize("case", ref.cases(), ids=ref.case_id)
+def test_every_score_matches_its_numpy_reference(rng, case):
+    """Every entry of `ALL_SCORES` (and each class's options) computes the
+    formula, with every weight moved off its initial value; the scores that
+    allow it get a query and a key of different widths."""
+    name, options = case
+    key_width = D if ref.needs_same_width(name) else D + 2
+    query = rng.normal(size=(B, T, D)).astype("float32")
+    key = rng.normal(size=(B, S, key_width)).astype("float32")
+    score = ref.make(name, **options)
     score(query, key)
-    score.scale.assign(2.5)
-    expected = 2.5 * np.einsum("btd,bsd->bts", query, key)
-    np.testing.assert_allclose(_run(score, query, key), expected, atol=1e-5)
+    ref.randomize(score, rng)
+    out = _run(score, query, key)
+    np.testing.assert_allclose(out, ref.REFERENCES[name](score, query, key), atol=1e-5)
 
 
-def test_general_with_different_widths(rng):
+def test_every_score_has_a_numpy_reference():
+    """A score added to `ALL_SCORES` needs its formula in
+    `tests/score_reference.py`, which every score test runs against."""
+    assert set(ref.REFERENCES) == set(scores.ALL_SCORES)
+    for name, cls in scores.ALL_SCORES.items():
+        assert type(ref.make(name)) is cls
+
+
+def test_general_kernel_is_the_transpose_of_w(rng):
     query = rng.normal(size=(B, T, 6)).astype("float32")
     key = rng.normal(size=(B, S, 4)).astype("float32")
     score = scores.get("general")
-    out = _run(score, query, key)
-    w = _w(score.kernel)  # (Dq, Dk): W^T
-    assert w.shape == (6, 4)
-    # s(k, q) = k^T W q with W = kernel^T.
-    expected = np.einsum("bsk,kq,btq->bts", key, w.T, query)
-    np.testing.assert_allclose(out, expected, atol=1e-5)
-
-
-def _np_additive(score, query, key):
-    wk, uq, v = _w(score.key_kernel), _w(score.query_kernel), _w(score.v)
-    hidden = (key @ wk)[:, None, :, :] + (query @ uq)[:, :, None, :]  # (B,T,S,U)
-    if score.normalize:
-        hidden = hidden + _w(score.bias)
-        v = _w(score.g) * v / np.linalg.norm(v)
-    return np.tanh(hidden) @ v
-
-
-@pytest.mark.parametrize("normalize", [False, True])
-def test_additive(rng, normalize):
-    query = rng.normal(size=(B, T, 6)).astype("float32")
-    key = rng.normal(size=(B, S, 4)).astype("float32")
-    score = scores.Additive(units=7, normalize=normalize)
     score(query, key)
-    if normalize:
-        # Move g and the bias off their initial values so they are tested.
-        score.g.assign(1.7)
-        score.bias.assign(rng.normal(size=(7,)))
-    out = _run(score, query, key)
-    assert _w(score.key_kernel).shape == (4, 7)
-    np.testing.assert_allclose(out, _np_additive(score, query, key), atol=1e-5)
+    assert _w(score.kernel).shape == (6, 4)  # (Dq, Dk): W^T
 
 
 def test_additive_units_default_to_key_width(qk):
@@ -99,31 +74,14 @@ def test_additive_cached_key_projection_equals_call(qk):
     np.testing.assert_allclose(ops.convert_to_numpy(cached), full, atol=1e-6)
 
 
-def _np_cosine(query, key, beta):
-    qn = query / np.linalg.norm(query, axis=-1, keepdims=True)
-    kn = key / np.linalg.norm(key, axis=-1, keepdims=True)
-    return beta * np.einsum("btd,bsd->bts", qn, kn)
-
-
-def test_cosine_fixed_beta(qk):
+def test_cosine_is_bounded_by_beta_and_learns_only_beta(qk):
     query, key = qk
-    score = scores.Cosine(beta=3.0)
-    out = _run(score, query, key)
-    assert not score.trainable_weights
-    np.testing.assert_allclose(out, _np_cosine(query, key, 3.0), atol=1e-5)
+    out = _run(scores.Cosine(beta=3.0), query, key)
     assert np.all(np.abs(out) <= 3.0 + 1e-5)
-
-
-def test_cosine_trainable_beta(qk):
-    query, key = qk
+    assert not scores.Cosine(beta=3.0).trainable_weights
     score = scores.Cosine(beta=2.0, trainable_beta=True)
-    out = _run(score, query, key)
-    np.testing.assert_allclose(out, _np_cosine(query, key, 2.0), atol=1e-5)
+    score(query, key)
     assert [w.name for w in score.trainable_weights] == ["beta"]
-    score.beta_weight.assign(5.0)
-    np.testing.assert_allclose(
-        _run(score, query, key), _np_cosine(query, key, 5.0), atol=1e-5
-    )
 
 
 def test_cosine_zero_vector_is_finite(qk):
@@ -139,10 +97,6 @@ def test_location_ignores_key_contents(qk, rng):
     query, key = qk
     score = scores.Location(max_length=8)
     out = _run(score, query, key)
-    score.bias.assign(rng.normal(size=(8,)))
-    out = _run(score, query, key)
-    expected = (query @ _w(score.kernel) + _w(score.bias))[:, :, :S]
-    np.testing.assert_allclose(out, expected, atol=1e-5)
     other_key = rng.normal(size=key.shape).astype("float32")
     np.testing.assert_array_equal(_run(score, query, other_key), out)
 
@@ -223,14 +177,17 @@ def test_location_key_length_known_only_at_run_time(rng):
                 attend(q, v)
 
 
-@pytest.mark.parametrize("name", ["dot", "scaled_dot", "cosine"])
-def test_same_width_scores_reject_mismatched_widths(rng, name):
+@pytest.mark.parametrize("name", sorted(scores.ALL_SCORES))
+def test_only_the_same_width_scores_reject_mismatched_widths(rng, name):
     query = rng.normal(size=(B, T, 3)).astype("float32")
     key = rng.normal(size=(B, S, 4)).astype("float32")
+    if name not in ("dot", "scaled_dot", "cosine", "content"):
+        assert _run(ref.make(name), query, key).shape == (B, T, S)
+        return
     with pytest.raises(
-        ValueError, match=rf"`{name}`.*query.shape\[-1\]=3, key.shape\[-1\]=4"
+        ValueError, match=r"`\w+`.*query.shape\[-1\]=3, key.shape\[-1\]=4"
     ):
-        scores.get(name)(query, key)
+        ref.make(name)(query, key)
 
 
 def test_scores_reject_wrong_rank(rng):
@@ -257,9 +214,41 @@ def test_get_by_name_or_config(identifier, cls):
     assert type(scores.get(identifier)) is cls
 
 
-def test_get_returns_score_objects_unchanged():
-    score = scores.Cosine(beta=2.0)
-    assert scores.get(score) is score
+@pytest.mark.parametrize("built", [False, True], ids=["unbuilt", "built"])
+def test_get_copies_a_score_object(qk, built):
+    """`get` promises a fresh object: two layers given one score must not
+    share its weights. A built score's copy has the same weight values in
+    variables of its own."""
+    query, key = qk
+    score = scores.Additive(units=3, normalize=True)
+    if built:
+        score(query, key)
+    copy = scores.get(score)
+    assert copy is not score and type(copy) is scores.Additive
+    assert copy.get_config() == score.get_config()
+    assert copy.built is built
+    if built:
+        np.testing.assert_array_equal(_run(copy, query, key), _run(score, query, key))
+        copy.v.assign(np.zeros(3, "float32"))
+        assert np.any(_w(score.v) != 0.0)
+
+
+class _Unsaveable(scores.Score):
+    """A score whose constructor argument has no config."""
+
+    def __init__(self, weights_fn, **kwargs):
+        super().__init__(**kwargs)
+        self.weights_fn = weights_fn
+
+    def call(self, query, key):
+        return self.weights_fn(query, key)
+
+
+def test_get_rejects_a_score_it_cannot_copy():
+    with pytest.raises(
+        ValueError, match=r"copied from its config.*`_Unsaveable` cannot be.*Received"
+    ):
+        scores.get(_Unsaveable(lambda q, k: q))
 
 
 @pytest.mark.parametrize(

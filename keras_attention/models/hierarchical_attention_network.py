@@ -74,8 +74,10 @@ class HierarchicalAttentionNetwork(keras.Model):
     >>> tokens = np.random.randint(1, 50, size=(2, 3, 5))
     >>> tokens[1, 2] = 0  # a padded sentence
     >>> result = model.explain(tokens)
-    >>> result.logits.shape, result.word_weights.shape, result.sentence_weights.shape
-    (TensorShape([2, 2]), TensorShape([2, 3, 5]), TensorShape([2, 3]))
+    >>> tuple(result.logits.shape), tuple(result.word_weights.shape)
+    ((2, 2), (2, 3, 5))
+    >>> tuple(result.sentence_weights.shape)
+    (2, 3)
 
     References:
         - Yang et al., 2016, Hierarchical Attention Networks for Document

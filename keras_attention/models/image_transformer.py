@@ -86,10 +86,10 @@ class ImageTransformer(keras.Model):
     >>> model = ka.models.ImageTransformer((6, 6), num_levels=4, hidden_dim=16,
     ...     num_heads=2, intermediate_dim=32, num_layers=1, mask_modifier=local)
     >>> images = np.random.randint(0, 4, size=(2, 6, 6))
-    >>> model(images).shape
-    TensorShape([2, 6, 6, 4])
-    >>> model.sample(3, seed=1).shape
-    TensorShape([3, 6, 6])
+    >>> tuple(model(images).shape)
+    (2, 6, 6, 4)
+    >>> tuple(model.sample(3, seed=1).shape)
+    (3, 6, 6)
 
     References:
         - Parmar et al., 2018: https://arxiv.org/abs/1802.05751

@@ -77,11 +77,11 @@ class PointerNetwork(keras.Model):
     >>> x = np.random.rand(4, 5, 1).astype("float32")
     >>> y = np.argsort(x[..., 0], axis=1)
     >>> model = ka.models.PointerNetwork(units=16)
-    >>> model((x, y)).shape
-    TensorShape([4, 5, 5])
+    >>> tuple(model((x, y)).shape)
+    (4, 5, 5)
     >>> pointers, scores = model.decode(x, beam_width=2)
-    >>> pointers.shape, scores.shape
-    (TensorShape([4, 5]), TensorShape([4]))
+    >>> tuple(pointers.shape), tuple(scores.shape)
+    ((4, 5), (4,))
 
     References:
         - Vinyals et al., 2015, Pointer Networks:

@@ -86,10 +86,10 @@ class Transformer(keras.Model):
     ...     intermediate_dim=32, num_encoder_layers=1, num_decoder_layers=1)
     >>> src = np.array([[5, 6, 7, 0]])
     >>> tgt_in = np.array([[1, 7, 6]])
-    >>> model({"encoder_tokens": src, "decoder_tokens": tgt_in}).shape
-    TensorShape([1, 3, 20])
-    >>> model.generate(src, max_length=5, start_id=1, end_id=2).shape
-    TensorShape([1, 5])
+    >>> tuple(model({"encoder_tokens": src, "decoder_tokens": tgt_in}).shape)
+    (1, 3, 20)
+    >>> tuple(model.generate(src, max_length=5, start_id=1, end_id=2).shape)
+    (1, 5)
 
     References:
         - Vaswani et al., 2017: https://arxiv.org/abs/1706.03762

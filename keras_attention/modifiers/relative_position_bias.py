@@ -32,8 +32,8 @@ class RelativePositionBias(keras.layers.Layer):
     >>> bias = ka.modifiers.RelativePositionBias(num_heads=2)
     >>> layer = ka.layers.MultiHeadAttention(2, 8, score_modifier=bias)
     >>> x = np.ones((1, 5, 16), "float32")
-    >>> layer(x, x).shape
-    TensorShape([1, 5, 16])
+    >>> tuple(layer(x, x).shape)
+    (1, 5, 16)
 
     References:
         - Raffel et al., 2020: https://arxiv.org/abs/1910.10683

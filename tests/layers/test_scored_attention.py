@@ -2,6 +2,7 @@ import attention_reference as ref
 import keras
 import numpy as np
 import pytest
+import score_reference
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -244,12 +245,46 @@ def test_dropout_only_in_training_and_seeded(rng):
     assert not np.array_equal(ref.to_np(other(query, value, training=True)), first)
 
 
-def test_location_score_in_a_layer(data):
-    layer = ka.layers.ScoredAttention(score=scores.Location(max_length=S))
-    out = layer(data["query"], data["value"], key=data["key"])
-    kernel, bias = ref.to_np(layer.score.kernel), ref.to_np(layer.score.bias)
-    exp_out, _ = ref.attend(data["query"] @ kernel + bias, data["value"])
+@pytest.mark.parametrize("vector", [False, True], ids=["sequence", "vector"])
+@pytest.mark.parametrize("name", sorted(scores.ALL_SCORES))
+def test_every_score_matches_its_numpy_reference(data, rng, name, vector):
+    """`softmax(s(k, q))` over the unmasked keys, then the average of the
+    values, for every entry of `ALL_SCORES` (`tests/score_reference.py`)."""
+    query = data["vector"] if vector else data["query"]
+    layer = ka.layers.ScoredAttention(score=score_reference.make(name))
+    layer(query, data["value"], key=data["key"])
+    score_reference.randomize(layer.score, rng)
+    out, weights = layer(
+        query,
+        data["value"],
+        key=data["key"],
+        value_mask=data["value_mask"],
+        return_attention_scores=True,
+    )
+    q = query[:, None] if vector else query
+    logits = score_reference.REFERENCES[name](layer.score, q, data["key"])
+    exp_out, exp_w = ref.attend(logits, data["value"], data["value_mask"][:, None])
+    if vector:
+        exp_out, exp_w = exp_out[:, 0], exp_w[:, 0]
+    np.testing.assert_allclose(ref.to_np(weights), exp_w, atol=1e-6)
     np.testing.assert_allclose(ref.to_np(out), exp_out, atol=1e-5)
+
+
+def test_two_layers_given_one_score_have_their_own_weights(data):
+    """One `Score` object given to two layers: each layer gets a copy, so
+    training one does not move the other."""
+    score = scores.Additive(units=3)
+    first = ka.layers.ScoredAttention(score=score)
+    second = ka.layers.ScoredAttention(score=score)
+    for layer in (first, second):
+        layer(data["query"], data["value"], key=data["key"])
+    assert first.score is not second.score
+    own = [id(w) for w in first.weights]
+    assert not any(id(w) in own for w in second.weights)
+    before = ref.to_np(second(data["query"], data["value"], key=data["key"]))
+    first.score.v.assign(first.score.v * 3.0)
+    after = ref.to_np(second(data["query"], data["value"], key=data["key"]))
+    np.testing.assert_array_equal(after, before)
 
 
 def test_symbolic_and_eager_shapes_agree(data):

@@ -139,14 +139,14 @@ class NeuralTuringMachineCell(keras.layers.Layer):
     >>> cell = ka.layers.NeuralTuringMachineCell(
     ...     keras.layers.LSTMCell(16), memory_size=12, memory_width=5)
     >>> x = np.random.rand(2, 7, 3).astype("float32")
-    >>> keras.layers.RNN(cell, return_sequences=True)(x).shape
-    TensorShape([2, 7, 21])
+    >>> tuple(keras.layers.RNN(cell, return_sequences=True)(x).shape)
+    (2, 7, 21)
     >>> trace = cell.trace(x)
-    >>> trace["write_weights"].shape  # (B, T, W, N)
-    TensorShape([2, 7, 1, 12])
+    >>> tuple(trace["write_weights"].shape)  # (B, T, W, N)
+    (2, 7, 1, 12)
     >>> parts = cell.unpack_state(trace["states"])
-    >>> parts["memory"].shape  # (B, N, M)
-    TensorShape([2, 12, 5])
+    >>> tuple(parts["memory"].shape)  # (B, N, M)
+    (2, 12, 5)
 
     References:
         - Graves et al., 2014, Neural Turing Machines:

@@ -60,8 +60,8 @@ class AttentionPooling(keras.layers.Layer):
     >>> words = np.random.rand(2, 7, 16).astype("float32")
     >>> pooled, weights = ka.layers.AttentionPooling(units=8)(
     ...     words, return_attention_scores=True)
-    >>> pooled.shape, weights.shape
-    (TensorShape([2, 16]), TensorShape([2, 7]))
+    >>> tuple(pooled.shape), tuple(weights.shape)
+    ((2, 16), (2, 7))
 
     References:
         - Yang et al., 2016, Hierarchical Attention Networks for Document

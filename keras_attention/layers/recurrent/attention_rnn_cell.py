@@ -91,8 +91,8 @@ class AttentionRNNCell(keras.layers.Layer):
     >>> states = cell.get_initial_state(2)
     >>> x = np.random.rand(2, 5).astype("float32")
     >>> output, states, alignment = cell.step(x, states, cache)
-    >>> output.shape, alignment.shape
-    (TensorShape([2, 28]), TensorShape([2, 7]))
+    >>> tuple(output.shape), tuple(alignment.shape)
+    ((2, 28), (2, 7))
 
     References:
         - Bahdanau et al., 2015: https://arxiv.org/abs/1409.0473

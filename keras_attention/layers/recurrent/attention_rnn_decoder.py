@@ -64,8 +64,8 @@ class AttentionRNNDecoder(keras.layers.Layer):
     >>> targets = np.random.rand(2, 5, 4).astype("float32")
     >>> memory = np.random.rand(2, 7, 16).astype("float32")
     >>> outputs, alignments = decoder(targets, memory, return_alignments=True)
-    >>> outputs.shape, alignments.shape
-    (TensorShape([2, 5, 16]), TensorShape([2, 5, 7]))
+    >>> tuple(outputs.shape), tuple(alignments.shape)
+    ((2, 5, 16), (2, 5, 7))
 
     References:
         - Bahdanau et al., 2015: https://arxiv.org/abs/1409.0473

@@ -31,8 +31,8 @@ class BahdanauAttention(ScoredAttention):
     >>> annotations = np.random.rand(2, 7, 32).astype("float32")  # h_j
     >>> context, alpha = ka.layers.BahdanauAttention(units=8)(
     ...     state, annotations, return_attention_scores=True)
-    >>> context.shape, alpha.shape
-    (TensorShape([2, 32]), TensorShape([2, 7]))
+    >>> tuple(context.shape), tuple(alpha.shape)
+    ((2, 32), (2, 7))
 
     References:
         - Bahdanau et al., 2015: https://arxiv.org/abs/1409.0473

@@ -51,8 +51,8 @@ class PointerAttention(keras.layers.Layer):
     >>> dec = np.random.rand(2, 5, 16).astype("float32")
     >>> chosen = ka.ops.chosen_positions_mask(np.array([[4, 2, 0, 1, 3]] * 2), 5)
     >>> log_p = ka.layers.PointerAttention(units=8)(dec, enc, attention_mask=chosen)
-    >>> log_p.shape
-    TensorShape([2, 5, 5])
+    >>> tuple(log_p.shape)
+    (2, 5, 5)
 
     References:
         - Vinyals et al., 2015, Pointer Networks: https://arxiv.org/abs/1506.03134

@@ -33,7 +33,9 @@ class ScoredAttention(keras.layers.Layer):
         score: the score `s(k, q)`: a name (`"scaled_dot"`, `"dot"`,
             `"general"`, `"additive"`, `"cosine"`), a
             `keras_attention.scores.Score` object (e.g.
-            `scores.Location(max_length=50)`) or its config dict.
+            `scores.Location(max_length=50)`; the layer works on a copy, so
+            layers given one object do not share its weights) or its config
+            dict.
         probability: `"softmax"`, or `"hardmax"` for hard attention: a
             one-hot choice of the best key in the forward pass with a
             straight-through softmax gradient.
@@ -75,8 +77,8 @@ class ScoredAttention(keras.layers.Layer):
     >>> value = np.random.rand(2, 5, 8).astype("float32")
     >>> layer = ka.layers.ScoredAttention(score="additive")
     >>> output, weights = layer(query, value, return_attention_scores=True)
-    >>> output.shape, weights.shape
-    (TensorShape([2, 3, 8]), TensorShape([2, 3, 5]))
+    >>> tuple(output.shape), tuple(weights.shape)
+    ((2, 3, 8), (2, 3, 5))
 
     References:
         - Bahdanau et al., 2015: https://arxiv.org/abs/1409.0473

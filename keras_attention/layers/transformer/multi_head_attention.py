@@ -178,8 +178,8 @@ class MultiHeadAttention(
     >>> value = np.random.rand(2, 5, 8).astype("float32")
     >>> layer = ka.layers.MultiHeadAttention(num_heads=4, key_dim=4)
     >>> output, weights = layer(query, value, return_attention_scores=True)
-    >>> output.shape, weights.shape
-    (TensorShape([2, 3, 16]), TensorShape([2, 4, 3, 5]))
+    >>> tuple(output.shape), tuple(weights.shape)
+    ((2, 3, 16), (2, 4, 3, 5))
 
     Grouped-query attention with rotary positions, a causal sliding window
     and ALiBi biases:
@@ -189,8 +189,8 @@ class MultiHeadAttention(
     ...     rope_max_wavelength=10000,
     ...     mask_modifier=ka.modifiers.SlidingWindow(2),
     ...     score_modifier=ka.modifiers.ALiBi(num_heads=4))
-    >>> layer(query, query).shape
-    TensorShape([2, 3, 16])
+    >>> tuple(layer(query, query).shape)
+    (2, 3, 16)
 
     References:
         - Vaswani et al., 2017: https://arxiv.org/abs/1706.03762

@@ -77,8 +77,8 @@ class MultiHeadSelfAttention(MultiHeadAttention):
     >>> x = np.random.rand(2, 5, 16).astype("float32")
     >>> layer = ka.layers.MultiHeadSelfAttention(num_heads=4, key_dim=4)
     >>> y, w = layer(x, use_causal_mask=True, return_attention_scores=True)
-    >>> y.shape, w.shape
-    (TensorShape([2, 5, 16]), TensorShape([2, 4, 5, 5]))
+    >>> tuple(y.shape), tuple(w.shape)
+    ((2, 5, 16), (2, 4, 5, 5))
 
     References:
         - Vaswani et al., 2017: https://arxiv.org/abs/1706.03762

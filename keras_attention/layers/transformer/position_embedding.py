@@ -74,8 +74,8 @@ class PositionEmbedding(keras.layers.Layer):
     >>> import keras_attention as ka
     >>> x = np.zeros((2, 3, 4), "float32")
     >>> layer = ka.layers.PositionEmbedding(sequence_length=10)
-    >>> layer(x).shape
-    TensorShape([2, 3, 4])
+    >>> tuple(layer(x).shape)
+    (2, 3, 4)
     >>> table = layer.position_embeddings.numpy()
     >>> bool(np.all(layer(x, positions=[[4, 0, 4], [1, 2, 3]])[0, 2] == table[4]))
     True

@@ -65,8 +65,8 @@ class TransformerDecoder(TransformerStackBase):
     >>> target = np.random.rand(2, 4, 16).astype("float32")
     >>> source = np.random.rand(2, 6, 16).astype("float32")
     >>> decoder = ka.layers.TransformerDecoder(2, num_heads=4, intermediate_dim=32)
-    >>> decoder(target, source).shape
-    TensorShape([2, 4, 16])
+    >>> tuple(decoder(target, source).shape)
+    (2, 4, 16)
 
     References:
         - Vaswani et al., 2017: https://arxiv.org/abs/1706.03762

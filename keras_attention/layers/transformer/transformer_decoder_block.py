@@ -98,8 +98,8 @@ class TransformerDecoderBlock(TransformerBlockBase):
     >>> source = np.random.rand(2, 6, 16).astype("float32")
     >>> block = ka.layers.TransformerDecoderBlock(num_heads=4, intermediate_dim=32)
     >>> y, w = block(target, source, return_attention_scores=True)
-    >>> y.shape, w["cross_attention"].shape
-    (TensorShape([2, 4, 16]), TensorShape([2, 4, 4, 6]))
+    >>> tuple(y.shape), tuple(w["cross_attention"].shape)
+    ((2, 4, 16), (2, 4, 4, 6))
 
     References:
         - Vaswani et al., 2017: https://arxiv.org/abs/1706.03762

@@ -54,8 +54,8 @@ class TransformerEncoder(EncoderCallMixin, TransformerStackBase):
     >>> x = np.random.rand(2, 5, 16).astype("float32")
     >>> encoder = ka.layers.TransformerEncoder(2, num_heads=4, intermediate_dim=32)
     >>> y, w = encoder(x, return_attention_scores=True)
-    >>> y.shape, w.shape
-    (TensorShape([2, 5, 16]), TensorShape([2, 2, 4, 5, 5]))
+    >>> tuple(y.shape), tuple(w.shape)
+    ((2, 5, 16), (2, 2, 4, 5, 5))
 
     References:
         - Vaswani et al., 2017: https://arxiv.org/abs/1706.03762

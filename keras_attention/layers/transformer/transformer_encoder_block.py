@@ -74,8 +74,8 @@ class TransformerEncoderBlock(EncoderCallMixin, TransformerBlockBase):
     >>> import keras_attention as ka
     >>> x = np.random.rand(2, 5, 16).astype("float32")
     >>> block = ka.layers.TransformerEncoderBlock(num_heads=4, intermediate_dim=32)
-    >>> block(x).shape
-    TensorShape([2, 5, 16])
+    >>> tuple(block(x).shape)
+    (2, 5, 16)
 
     References:
         - Vaswani et al., 2017: https://arxiv.org/abs/1706.03762

@@ -89,8 +89,8 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
     >>> decoder = ka.layers.UniversalTransformerDecoder(
     ...     num_heads=4, intermediate_dim=32, max_steps=3
     ... )
-    >>> decoder(target, source).shape
-    TensorShape([2, 4, 16])
+    >>> tuple(decoder(target, source).shape)
+    (2, 4, 16)
 
     References:
         - Dehghani et al., 2019, Universal Transformers:

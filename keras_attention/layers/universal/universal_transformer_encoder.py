@@ -90,8 +90,8 @@ class UniversalTransformerEncoder(UniversalTransformerBase):
     ...     num_heads=4, intermediate_dim=32, max_steps=4
     ... )
     >>> y, halting = encoder(x, return_halting=True)
-    >>> y.shape, halting["steps"].shape
-    (TensorShape([2, 5, 16]), TensorShape([2, 5]))
+    >>> tuple(y.shape), tuple(halting["steps"].shape)
+    ((2, 5, 16), (2, 5))
     >>> bool(np.all((halting["steps"] >= 1) & (halting["steps"] <= 4)))
     True
 

@@ -62,8 +62,8 @@ class ImageTransformerBlock(keras.layers.Layer):
     >>> x = np.random.rand(2, 6, 8, 16).astype("float32")
     >>> block = ka.layers.ImageTransformerBlock(num_heads=4, intermediate_dim=32,
     ...     query_block=(2, 4), memory_flange=(2, 2))
-    >>> block(x).shape
-    TensorShape([2, 6, 8, 16])
+    >>> tuple(block(x).shape)
+    (2, 6, 8, 16)
     >>> block.mask_modifier
     BlockLocal2D(image_width=8, query_block=(2, 4), memory_flange=(2, 2), causal=True)
 

@@ -52,8 +52,8 @@ class SelfAttention2D(keras.layers.Layer):
     >>> import keras_attention as ka
     >>> x = np.random.rand(2, 8, 8, 32).astype("float32")
     >>> y, beta = ka.layers.SelfAttention2D()(x, return_attention_scores=True)
-    >>> y.shape, beta.shape
-    (TensorShape([2, 8, 8, 32]), TensorShape([2, 64, 16]))
+    >>> tuple(y.shape), tuple(beta.shape)
+    ((2, 8, 8, 32), (2, 64, 16))
 
     References:
         - Zhang et al., 2018, Self-Attention GANs: https://arxiv.org/abs/1805.08318
