@@ -1,11 +1,9 @@
 import keras
 
 from keras_attention.layers.results import LayerResult
-from keras_attention.layers.transformer.transformer_layer_utils import DecoderCaches
-from keras_attention.layers.transformer.transformer_layer_utils import DecoderMasks
-from keras_attention.layers.transformer.transformer_layer_utils import (
-    TransformerBlockBase,
-)
+from keras_attention.layers.transformer.block_base import DecoderCaches
+from keras_attention.layers.transformer.block_base import DecoderMasks
+from keras_attention.layers.transformer.block_base import TransformerBlockBase
 from keras_attention.validation import check_attention_mask
 from keras_attention.validation import check_cache
 from keras_attention.validation import check_mask

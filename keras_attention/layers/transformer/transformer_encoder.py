@@ -2,12 +2,10 @@ import keras
 from keras import ops
 
 from keras_attention.layers.results import LayerResult
+from keras_attention.layers.transformer.block_base import EncoderCallMixin
+from keras_attention.layers.transformer.stack_base import TransformerStackBase
 from keras_attention.layers.transformer.transformer_encoder_block import (
     TransformerEncoderBlock,
-)
-from keras_attention.layers.transformer.transformer_layer_utils import EncoderCallMixin
-from keras_attention.layers.transformer.transformer_layer_utils import (
-    TransformerStackBase,
 )
 
 

@@ -1,10 +1,8 @@
 import keras
 
 from keras_attention.layers.results import LayerResult
-from keras_attention.layers.transformer.transformer_layer_utils import EncoderCallMixin
-from keras_attention.layers.transformer.transformer_layer_utils import (
-    TransformerBlockBase,
-)
+from keras_attention.layers.transformer.block_base import EncoderCallMixin
+from keras_attention.layers.transformer.block_base import TransformerBlockBase
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
