@@ -30,7 +30,9 @@ def _jacobian_blocks(fn, x):
 def test_decoder_block_is_causal(rng, with_encoder, normalize_first):
     x = rng.normal(size=(B, T, D)).astype("float32")
     enc = rng.normal(size=(B, S, D)).astype("float32") if with_encoder else None
-    block = TransformerDecoderBlock(N, F, dropout=0.0, normalize_first=normalize_first)
+    block = TransformerDecoderBlock(
+        num_heads=N, intermediate_dim=F, dropout=0.0, normalize_first=normalize_first
+    )
     influence = _jacobian_blocks(lambda v: block(v, enc), x)
     np.testing.assert_array_equal(np.triu(influence, k=1), 0.0)
     assert (np.diag(influence) > 0).all() and influence[-1, 0] > 0
@@ -38,7 +40,7 @@ def test_decoder_block_is_causal(rng, with_encoder, normalize_first):
 
 def test_encoder_block_ignores_masked_garbage(rng):
     x = rng.normal(size=(B, T, D)).astype("float32")
-    block = TransformerEncoderBlock(N, F, dropout=0.0)
+    block = TransformerEncoderBlock(num_heads=N, intermediate_dim=F, dropout=0.0)
     out = ops.convert_to_numpy(block(x))
     garbage = 100 * rng.normal(size=(B, 3, D)).astype("float32")
     mask = np.concatenate([np.ones((B, T), bool), np.zeros((B, 3), bool)], 1)
@@ -49,7 +51,7 @@ def test_encoder_block_ignores_masked_garbage(rng):
 def test_decoder_cross_attention_uses_the_encoder_padding_mask(rng):
     x = rng.normal(size=(B, T, D)).astype("float32")
     enc = rng.normal(size=(B, S, D)).astype("float32")
-    block = TransformerDecoderBlock(N, F, dropout=0.0)
+    block = TransformerDecoderBlock(num_heads=N, intermediate_dim=F, dropout=0.0)
     out, w = block(x, enc, return_attention_scores=True)
     garbage = 100 * rng.normal(size=(B, 2, D)).astype("float32")
     mask = np.concatenate([np.ones((B, S), bool), np.zeros((B, 2), bool)], 1)
@@ -72,7 +74,7 @@ def test_keras_masks_flow_into_both_attentions(rng):
     src_tokens = np.array([[3, 4, 0, 0, 0, 0], [6, 7, 1, 2, 5, 0]])
     embed = keras.layers.Embedding(10, D, mask_zero=True)
     dec_in, enc_in = embed(tokens), embed(src_tokens)
-    block = TransformerDecoderBlock(N, F, dropout=0.0)
+    block = TransformerDecoderBlock(num_heads=N, intermediate_dim=F, dropout=0.0)
     implicit = block(dec_in, enc_in)
     explicit = block(
         ops.convert_to_tensor(ops.convert_to_numpy(dec_in)),
@@ -94,7 +96,9 @@ def test_cached_decoder_block_steps_equal_full_pass(rng, normalize_first):
     enc = rng.normal(size=(B, S, D)).astype("float32")
     enc_mask = np.ones((B, S), bool)
     enc_mask[0, -2:] = False
-    block = TransformerDecoderBlock(N, F, dropout=0.0, normalize_first=normalize_first)
+    block = TransformerDecoderBlock(
+        num_heads=N, intermediate_dim=F, dropout=0.0, normalize_first=normalize_first
+    )
     full = block(x, enc, encoder_padding_mask=enc_mask)
     cache = ops.zeros((B, 2, T + 3, N, D // N))
     cross = block.compute_cross_attention_cache(enc)
@@ -158,7 +162,7 @@ def test_bad_arguments(cls, rng):
 def test_decoder_block_bad_cache_and_missing_encoder(rng):
     x = rng.normal(size=(B, T, D)).astype("float32")
     enc = rng.normal(size=(B, S, D)).astype("float32")
-    block = TransformerDecoderBlock(N, F)
+    block = TransformerDecoderBlock(num_heads=N, intermediate_dim=F)
     block(x, enc)
     with pytest.raises(ValueError, match="`self_attention_cache`"):
         block(
@@ -169,7 +173,7 @@ def test_decoder_block_bad_cache_and_missing_encoder(rng):
         )
     with pytest.raises(ValueError, match="`encoder_sequence`"):
         block(x)
-    decoder_only = TransformerDecoderBlock(N, F)
+    decoder_only = TransformerDecoderBlock(num_heads=N, intermediate_dim=F)
     decoder_only(x)
     with pytest.raises(ValueError, match="without cross-attention"):
         decoder_only(x, enc)

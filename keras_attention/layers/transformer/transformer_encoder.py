@@ -20,9 +20,11 @@ class TransformerEncoder(EncoderCallMixin, TransformerStackBase):
     `inputs` (see `SinusoidalPositionEncoding`).
 
     Args:
-        num_layers: number of blocks.
-        num_heads, intermediate_dim, dropout, attention_dropout: as
+        num_layers: number of blocks (the one argument that may come by
+            position).
+        num_heads, intermediate_dim: keyword only, as in
             `TransformerEncoderBlock`.
+        dropout, attention_dropout: as `TransformerEncoderBlock`.
         activation, normalize_first, layer_norm_epsilon: as
             `TransformerEncoderBlock`.
         kernel_initializer, bias_initializer, seed, attention_impl: as
