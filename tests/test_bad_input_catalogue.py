@@ -764,7 +764,7 @@ def test_each_argument_is_checked_once_under_the_callers_name(monkeypatch):
 
     for module in (
         "keras_attention.ops.masks",
-        "keras_attention.layers.transformer.transformer_layer_utils",
+        "keras_attention.layers.transformer.sequence_layer",
         "keras_attention.layers.transformer.transformer_decoder_block",
     ):
         monkeypatch.setattr(f"{module}.check_mask", spy)

@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 from keras import ops
 
+from keras_attention.layers import TransformerDecoder
 from keras_attention.layers import TransformerDecoderBlock
+from keras_attention.layers import TransformerEncoder
 from keras_attention.layers import TransformerEncoderBlock
 from keras_attention.testing import input_gradients
 
@@ -177,3 +179,52 @@ def test_decoder_block_bad_cache_and_missing_encoder(rng):
     decoder_only(x)
     with pytest.raises(ValueError, match="without cross-attention"):
         decoder_only(x, enc)
+
+
+@pytest.mark.parametrize(
+    "cls, leading",
+    [
+        (TransformerEncoderBlock, ()),
+        (TransformerDecoderBlock, ()),
+        (TransformerEncoder, (2,)),
+        (TransformerDecoder, (2,)),
+    ],
+    ids=lambda x: getattr(x, "__name__", ""),
+)
+def test_heads_and_width_are_keyword_only_as_keras_hub_orders_them_otherwise(
+    cls, leading
+):
+    """keras-hub's `TransformerEncoder(64, 4)` is intermediate_dim=64,
+    num_heads=4; a positional call here would have built num_heads=64,
+    intermediate_dim=4, silently. It raises, naming the arguments, the
+    rule, keras-hub's order and the values received."""
+    with pytest.raises(TypeError) as error:
+        cls(*leading, 64, 4)
+    message = str(error.value)
+    for part in ("`num_heads`", "`intermediate_dim`", "keyword only"):
+        assert part in message
+    assert "(intermediate_dim, num_heads" in message
+    assert repr((*leading, 64, 4)) in message
+    with pytest.raises(TypeError, match="keyword only"):
+        cls(*leading, 64, intermediate_dim=4)
+    layer = cls(*leading, num_heads=4, intermediate_dim=64)
+    assert (layer.num_heads, layer.intermediate_dim) == (4, 64)
+    copy = cls.from_config(layer.get_config())
+    assert (copy.num_heads, copy.intermediate_dim) == (4, 64)
+    restored = keras.saving.deserialize_keras_object(
+        keras.saving.serialize_keras_object(layer)
+    )
+    assert (restored.num_heads, restored.intermediate_dim) == (4, 64)
+
+
+def test_keyword_calls_mean_the_same_as_in_keras_hub():
+    keras_hub = pytest.importorskip("keras_hub")
+    kwargs = dict(intermediate_dim=64, num_heads=4)
+    for ours, theirs in (
+        (TransformerEncoderBlock, keras_hub.layers.TransformerEncoder),
+        (TransformerDecoderBlock, keras_hub.layers.TransformerDecoder),
+    ):
+        config = theirs(**kwargs).get_config()
+        layer = ours(**kwargs)
+        assert layer.num_heads == config["num_heads"] == 4
+        assert layer.intermediate_dim == config["intermediate_dim"] == 64
