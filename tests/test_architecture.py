@@ -3,8 +3,9 @@
 These check what `docs/architecture.md` promises a newcomer: the modules
 import each other in one direction (ops -> scores/modifiers -> layers ->
 decoding -> models), each layer family is a subpackage that says what it
-holds, and no file in `keras_attention/ops/` grows past ~400 lines or holds
-a function past ~80.
+holds, no file in `keras_attention/ops/` grows past ~400 lines or holds
+a function past ~80, and no function elsewhere in the package or in the
+examples holds more than ~80 lines of code.
 """
 
 import ast

@@ -1,5 +1,10 @@
 """What `MultiHeadAttention` adds to Keras' layer for the open attention core:
-grouped key/value heads, rotary positions and score/mask modifiers."""
+grouped key/value heads, rotary positions and score/mask modifiers.
+
+The checks and config of these arguments are plain functions
+(`checked_open_core_arguments`, `open_core_config`, `uses_open_core`), so
+that the Transformer blocks, which take the same arguments for their
+attention, use them too."""
 
 import keras
 from keras import ops
