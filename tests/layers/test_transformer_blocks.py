@@ -122,9 +122,13 @@ def test_cached_decoder_block_steps_equal_full_pass(rng, normalize_first):
 def _train_losses(block_cls, normalize_first, seed=3, dropout=0.0, **call_kwargs):
     keras.utils.set_random_seed(seed)
     inputs = keras.Input((T, D))
-    x = block_cls(N, F, dropout=dropout, normalize_first=normalize_first, seed=seed)(
-        inputs
-    )
+    x = block_cls(
+        num_heads=N,
+        intermediate_dim=F,
+        dropout=dropout,
+        normalize_first=normalize_first,
+        seed=seed,
+    )(inputs)
     model = keras.Model(inputs, keras.layers.Dense(1)(x))
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse", run_eagerly=True)
     rng = np.random.default_rng(seed)
@@ -152,13 +156,15 @@ def test_training_is_deterministic_given_a_seed():
 @pytest.mark.parametrize("cls", [TransformerEncoderBlock, TransformerDecoderBlock])
 def test_bad_arguments(cls, rng):
     with pytest.raises(ValueError, match="`num_heads`"):
-        cls(0, F)
+        cls(num_heads=0, intermediate_dim=F)
     with pytest.raises(ValueError, match="`intermediate_dim`"):
-        cls(N, -3)
+        cls(num_heads=N, intermediate_dim=-3)
     with pytest.raises(ValueError, match="`dropout`"):
-        cls(N, F, dropout=1.0)
+        cls(num_heads=N, intermediate_dim=F, dropout=1.0)
     with pytest.raises(ValueError, match="`num_heads`=3"):
-        cls(3, F)(rng.normal(size=(B, T, D)).astype("float32"))
+        cls(num_heads=3, intermediate_dim=F)(
+            rng.normal(size=(B, T, D)).astype("float32")
+        )
 
 
 def test_decoder_block_bad_cache_and_missing_encoder(rng):
