@@ -297,8 +297,19 @@ def build_rnn_model(
     hidden = decoder(target_embedding(decoder_inputs), memory)
     model = keras.Model([source, decoder_inputs], readout(hidden), name="rnn_seq2seq")
 
+    def encode(source_ids):
+        return encoder(source_embedding(source_ids))
+
+    return model, rnn_search(encode, target_embedding, decoder, readout)
+
+
+def rnn_search(encode, target_embedding, decoder, readout):
+    """`search(source_ids, start_id, end_id, num_beams)` of
+    `build_rnn_model`: greedy or beam search, one decoder step at a time,
+    the source encoded by `encode`."""
+
     def search(source_ids, start_id, end_id, num_beams=1):
-        memory = encoder(source_embedding(source_ids))
+        memory = encode(source_ids)
         cache = decoder.prepare_memory(memory, source_ids != 0)
         state = decoder.get_initial_state(keras.ops.shape(source_ids)[0])
         # Beam search runs B * num_beams rows: the memory follows.
@@ -323,7 +334,7 @@ def build_rnn_model(
             )
         return ids, alignments[:, None, None]  # (B, 1, 1, T, S)
 
-    return model, search
+    return search
 
 
 def build_transformer_model(
