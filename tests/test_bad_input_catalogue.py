@@ -193,6 +193,18 @@ CASES = [
         "num_layers=0",
     ),
     (
+        "block-positional-heads",  # keras-hub's order is the other one
+        lambda: L.TransformerEncoderBlock(8, 2),
+        "num_heads",
+        "(8, 2)",
+    ),
+    (
+        "stack-positional-heads",
+        lambda: L.TransformerDecoder(2, 8, 2),
+        "intermediate_dim",
+        "(2, 8, 2)",
+    ),
+    (
         "attention_dropout<0",
         lambda: L.TransformerEncoder(
             1, num_heads=2, intermediate_dim=8, attention_dropout=-0.1
