@@ -589,7 +589,9 @@ def encoder_section(args):
     print("|---|---|---|---|")
     x = tf.random.normal((b, length, d))
     target = tf.random.normal((b, length, d))
-    ours = ka.layers.TransformerEncoderBlock(heads, inter, dropout=0.0)
+    ours = ka.layers.TransformerEncoderBlock(
+        num_heads=heads, intermediate_dim=inter, dropout=0.0
+    )
     theirs = keras_hub.layers.TransformerEncoder(inter, heads, dropout=0.0)
     ours(x)
     theirs(x)
@@ -648,7 +650,7 @@ def bf16_section(args):
         fns = {}
         for policy in ("float32", "mixed_bfloat16"):
             ours = ka.layers.TransformerEncoderBlock(
-                heads, inter, dropout=0.0, dtype=policy
+                num_heads=heads, intermediate_dim=inter, dropout=0.0, dtype=policy
             )
             theirs = keras_hub.layers.TransformerEncoder(
                 inter, heads, dropout=0.0, dtype=policy
@@ -761,7 +763,9 @@ def greedy_generators(d, layers, heads, vocab, steps):
     embedding = keras.layers.Embedding(vocab, d)
     positions = ka.layers.PositionEmbedding(steps)
     logits_layer = keras.layers.Dense(vocab)
-    ours = ka.layers.TransformerDecoder(layers, heads, 4 * d, dropout=0.0)
+    ours = ka.layers.TransformerDecoder(
+        layers, num_heads=heads, intermediate_dim=4 * d, dropout=0.0
+    )
     theirs = [
         keras_hub.layers.TransformerDecoder(4 * d, heads, dropout=0.0)
         for _ in range(layers)
@@ -1061,11 +1065,13 @@ def gqa_section(args):
     positions = ka.layers.PositionEmbedding(max_length)
     logits_layer = keras.layers.Dense(vocab)
     decoders = {
-        "mha": ka.layers.TransformerDecoder(layers, heads, inter, dropout=0.0),
+        "mha": ka.layers.TransformerDecoder(
+            layers, num_heads=heads, intermediate_dim=inter, dropout=0.0
+        ),
         "gqa": ka.layers.TransformerDecoder(
             layers,
-            heads,
-            inter,
+            num_heads=heads,
+            intermediate_dim=inter,
             dropout=0.0,
             num_key_value_heads=args.gqa_kv_heads,
         ),

@@ -100,7 +100,9 @@ def encoder_section(args):
     print("| ours s | keras-hub s | ours/keras-hub |")
     print("|---|---|---|")
     x = jax.random.normal(jax.random.PRNGKey(0), shape)
-    ours = ka.layers.TransformerEncoderBlock(args.heads, inter, dropout=0.0)
+    ours = ka.layers.TransformerEncoderBlock(
+        num_heads=args.heads, intermediate_dim=inter, dropout=0.0
+    )
     theirs = keras_hub.layers.TransformerEncoder(inter, args.heads, dropout=0.0)
     steps = {}
     for name, layer in (("ours", ours), ("keras-hub", theirs)):

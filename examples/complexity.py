@@ -429,20 +429,11 @@ def point_options(args):
     return {name: getattr(args, name) for name in names}
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    if args.point:
-        kind, length = args.point[0], int(args.point[1])
-        result = measure_point(kind, length, **point_options(args))
-        print("RESULT " + json.dumps(result), flush=True)
-        return result
-
-    os.makedirs(args.output_dir, exist_ok=True)
+def measure_all(args):
+    """Every layer at every length (each in a child process unless
+    `--in-process`), printed as it comes: `{kind: [point, ...]}`."""
     points = {kind: [] for kind in args.layers}
-    started = time.time()
-    if args.from_json:
-        args.lengths, points, args.layers = merge_runs(args.from_json)
-    for length in [] if args.from_json else args.lengths:
+    for length in args.lengths:
         for kind in args.layers:
             if args.in_process:
                 p = measure_point(kind, length, **point_options(args))
@@ -460,7 +451,12 @@ def main(argv=None):
                     f"{1000 * p['seconds']:9.3f} ms  {mem}",
                     flush=True,
                 )
-    crossovers = analyse(points, args.lengths, args.layers)
+    return points
+
+
+def summary_lines(crossovers, args):
+    """Where attention gets slower (and larger) than the conv and GRU
+    baselines, one line each."""
     lines = []
     memory_key = "analytic_bytes" if args.in_process else "peak_bytes"
     for other in ("conv", "gru"):
@@ -474,6 +470,25 @@ def main(argv=None):
                     LABELS[other], (found["length"], found["status"]), args.lengths
                 )
                 lines.append(what + text.replace("slower", verb))
+    return lines
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.point:
+        kind, length = args.point[0], int(args.point[1])
+        result = measure_point(kind, length, **point_options(args))
+        print("RESULT " + json.dumps(result), flush=True)
+        return result
+
+    os.makedirs(args.output_dir, exist_ok=True)
+    started = time.time()
+    if args.from_json:
+        args.lengths, points, args.layers = merge_runs(args.from_json)
+    else:
+        points = measure_all(args)
+    crossovers = analyse(points, args.lengths, args.layers)
+    lines = summary_lines(crossovers, args)
     for line in lines:
         print(line)
 

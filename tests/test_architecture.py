@@ -3,8 +3,9 @@
 These check what `docs/architecture.md` promises a newcomer: the modules
 import each other in one direction (ops -> scores/modifiers -> layers ->
 decoding -> models), each layer family is a subpackage that says what it
-holds, and no file in `keras_attention/ops/` grows past ~400 lines or holds
-a function past ~80.
+holds, no file in `keras_attention/ops/` grows past ~400 lines or holds
+a function past ~80, and no function elsewhere in the package or in the
+examples holds more than ~80 lines of code.
 """
 
 import ast
@@ -119,3 +120,37 @@ def test_ops_files_and_functions_stay_readable(path):
     assert lines <= OPS_MAX_FILE_LINES, f"{path.name}: {lines} lines"
     long = {n: k for n, k in _function_lengths(path) if k > OPS_MAX_FUNCTION_LINES}
     assert not long, f"{path.name}: over {OPS_MAX_FUNCTION_LINES} lines: {long}"
+
+
+def _code_lengths(path):
+    """`(name, lines)` of every function in `path`, its docstring left out
+    (the `Args:` and `Example:` of a public function are not code to read)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines = node.end_lineno - node.lineno + 1
+            if ast.get_docstring(node, clean=False) is not None:
+                docstring = node.body[0]
+                lines -= docstring.end_lineno - docstring.lineno + 1
+            yield node.name, lines
+
+
+def _files_outside_ops():
+    examples = PACKAGE.parent / "examples"
+    package = [
+        p
+        for p in PACKAGE.rglob("*.py")
+        if "ops" not in p.relative_to(PACKAGE).parts[:1]
+    ]
+    return sorted(package) + sorted(examples.rglob("*.py"))
+
+
+def test_functions_outside_ops_fit_on_a_screen():
+    """Every function of the package (ops/ has its own test above) and of
+    the examples holds at most ~80 lines of code."""
+    long = {
+        f"{path.relative_to(PACKAGE.parent)}:{name}": lines
+        for path in _files_outside_ops()
+        for name, lines in _code_lengths(path)
+        if lines > OPS_MAX_FUNCTION_LINES
+    }
+    assert not long, f"over {OPS_MAX_FUNCTION_LINES} lines of code: {long}"

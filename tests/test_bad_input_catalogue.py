@@ -160,7 +160,9 @@ CASES = [
     ),
     (
         "score_modifier-not-callable",
-        lambda: L.TransformerDecoderBlock(2, 8, score_modifier="alibi"),
+        lambda: L.TransformerDecoderBlock(
+            num_heads=2, intermediate_dim=8, score_modifier="alibi"
+        ),
         "score_modifier",
         "score_modifier of type str",
     ),
@@ -190,31 +192,49 @@ CASES = [
     ),
     (
         "activation-unknown",
-        lambda: L.TransformerEncoderBlock(2, 8, activation="nope"),
+        lambda: L.TransformerEncoderBlock(
+            num_heads=2, intermediate_dim=8, activation="nope"
+        ),
         "activation",
         "activation='nope'",
     ),
     (
         "intermediate_dim=0",
-        lambda: L.TransformerDecoderBlock(2, intermediate_dim=0),
+        lambda: L.TransformerDecoderBlock(num_heads=2, intermediate_dim=0),
         "intermediate_dim",
         "intermediate_dim=0",
     ),
     (
         "num_layers=0",
-        lambda: L.TransformerDecoder(0, 2, 8),
+        lambda: L.TransformerDecoder(0, num_heads=2, intermediate_dim=8),
         "num_layers",
         "num_layers=0",
     ),
     (
+        "block-positional-heads",  # keras-hub's order is the other one
+        lambda: L.TransformerEncoderBlock(8, 2),
+        "num_heads",
+        "(8, 2)",
+    ),
+    (
+        "stack-positional-heads",
+        lambda: L.TransformerDecoder(2, 8, 2),
+        "intermediate_dim",
+        "(2, 8, 2)",
+    ),
+    (
         "attention_dropout<0",
-        lambda: L.TransformerEncoder(1, 2, 8, attention_dropout=-0.1),
+        lambda: L.TransformerEncoder(
+            1, num_heads=2, intermediate_dim=8, attention_dropout=-0.1
+        ),
         "attention_dropout",
         "attention_dropout=-0.1",
     ),
     (
         "stack-attention_impl",
-        lambda: L.TransformerEncoder(1, 2, 8, attention_impl="flash"),
+        lambda: L.TransformerEncoder(
+            1, num_heads=2, intermediate_dim=8, attention_impl="flash"
+        ),
         "attention_impl",
         "attention_impl='flash'",
     ),
@@ -334,7 +354,7 @@ CASES = [
     ),
     (
         "encoder-heads-do-not-divide",
-        lambda: L.TransformerEncoderBlock(3, 8)(_x(2, 5, 4)),
+        lambda: L.TransformerEncoderBlock(num_heads=3, intermediate_dim=8)(_x(2, 5, 4)),
         "num_heads",
         "inputs.shape=(2, 5, 4)",
     ),
@@ -477,13 +497,15 @@ CASES = [
     ),
     (
         "padding_mask-length",
-        lambda: L.TransformerEncoderBlock(2, 8)(_x(2, 5, 4), padding_mask=_ones(2, 6)),
+        lambda: L.TransformerEncoderBlock(num_heads=2, intermediate_dim=8)(
+            _x(2, 5, 4), padding_mask=_ones(2, 6)
+        ),
         "padding_mask",
         "padding_mask.shape=(2, 6)",
     ),
     (
         "decoder_padding_mask-additive",
-        lambda: L.TransformerDecoderBlock(2, 8)(
+        lambda: L.TransformerDecoderBlock(num_heads=2, intermediate_dim=8)(
             _x(2, 5, 4), decoder_padding_mask=_additive(2, 5)
         ),
         "decoder_padding_mask",
@@ -491,7 +513,7 @@ CASES = [
     ),
     (
         "encoder_padding_mask-length",
-        lambda: L.TransformerDecoder(1, 2, 8)(
+        lambda: L.TransformerDecoder(1, num_heads=2, intermediate_dim=8)(
             _x(2, 5, 4), _x(2, 3, 4), encoder_padding_mask=_ones(2, 6)
         ),
         "encoder_padding_mask",
@@ -602,7 +624,7 @@ CASES = [
     ),
     (
         "block-self_attention_cache",
-        lambda: L.TransformerDecoderBlock(2, 8)(
+        lambda: L.TransformerDecoderBlock(num_heads=2, intermediate_dim=8)(
             _x(2, 1, 4),
             self_attention_cache=_cache(2, 2, 4, 3, 2),
             self_attention_cache_update_index=0,
@@ -612,7 +634,7 @@ CASES = [
     ),
     (
         "stack-cache-num_layers",
-        lambda: L.TransformerDecoder(2, 2, 8)(
+        lambda: L.TransformerDecoder(2, num_heads=2, intermediate_dim=8)(
             _x(2, 1, 4), cache=_cache(2, 3, 2, 4, 2, 2), cache_update_index=0
         ),
         "cache",
@@ -620,7 +642,9 @@ CASES = [
     ),
     (
         "stack-cache_update_index-without-cache",
-        lambda: L.TransformerDecoder(1, 2, 8)(_x(2, 1, 4), cache_update_index=1),
+        lambda: L.TransformerDecoder(1, num_heads=2, intermediate_dim=8)(
+            _x(2, 1, 4), cache_update_index=1
+        ),
         "cache_update_index",
         "cache_update_index=1",
     ),
@@ -770,11 +794,11 @@ def test_each_argument_is_checked_once_under_the_callers_name(monkeypatch):
 
     for module in (
         "keras_attention.ops.masks",
-        "keras_attention.layers.transformer.transformer_layer_utils",
+        "keras_attention.layers.transformer.sequence_layer",
         "keras_attention.layers.transformer.transformer_decoder_block",
     ):
         monkeypatch.setattr(f"{module}.check_mask", spy)
-    block = L.TransformerDecoderBlock(2, 8)
+    block = L.TransformerDecoderBlock(num_heads=2, intermediate_dim=8)
     block(_x(2, 5, 4), _x(2, 3, 4))
     calls.clear()
     block(

@@ -55,6 +55,7 @@ On a GPU the same script scales up by flags (`--units 1024 --embedding-dim
 import argparse
 import os
 import sys
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # nmt_common
 
@@ -72,18 +73,10 @@ ARCHITECTURE = (
 )  # fmt: skip
 
 
-def build(args, source_vocab, target_vocab, steps_per_epoch):
-    """The RNN translator, its optimizer, and its search for `Translator`.
-
-    Returns `(model, optimizer, search)`: the training model
-    `{"encoder_tokens", "decoder_tokens"} -> logits` (teacher forcing) and
-    `search(source_ids, num_beams, max_length) -> (ids, attention)` with
-    the same layers, greedy or beam search; `attention` is
-    `(B, 1, 1, T, S)`: one layer, one head.
-    """
-    encoder_tokens = keras.Input((None,), dtype="int32", name="encoder_tokens")
-    decoder_tokens = keras.Input((None,), dtype="int32", name="decoder_tokens")
-
+def make_layers(args, source_vocab, target_vocab):
+    """The translator's layers: embeddings, the bidirectional GRU encoder
+    and its bridge to the decoder's state, the attention RNN decoder and
+    the deep output."""
     source_embedding = keras.layers.Embedding(
         source_vocab, args.embedding_dim, name="source_embedding"
     )
@@ -111,25 +104,61 @@ def build(args, source_vocab, target_vocab, steps_per_epoch):
         args.embedding_dim, activation="tanh", name="deep_output"
     )
     readout = keras.layers.Dense(target_vocab, name="readout")
+    return types.SimpleNamespace(
+        source_embedding=source_embedding,
+        target_embedding=target_embedding,
+        dropout=dropout,
+        encoder=encoder,
+        bridge=bridge,
+        decoder=decoder,
+        deep_output=deep_output,
+        readout=readout,
+    )
+
+
+def build(args, source_vocab, target_vocab, steps_per_epoch):
+    """The RNN translator, its optimizer, and its search for `Translator`.
+
+    Returns `(model, optimizer, search)`: the training model
+    `{"encoder_tokens", "decoder_tokens"} -> logits` (teacher forcing) and
+    `search(source_ids, num_beams, max_length) -> (ids, attention)` with
+    the same layers, greedy or beam search; `attention` is
+    `(B, 1, 1, T, S)`: one layer, one head.
+    """
+    encoder_tokens = keras.Input((None,), dtype="int32", name="encoder_tokens")
+    decoder_tokens = keras.Input((None,), dtype="int32", name="decoder_tokens")
+    layers = make_layers(args, source_vocab, target_vocab)
 
     def encode(source_ids, training=None):
         mask = ops.not_equal(source_ids, nmt_common.PAD_ID)
-        x = dropout(source_embedding(source_ids), training=training)
-        memory, _, backward = encoder(x, mask=mask, training=training)
-        return memory, mask, bridge(backward)  # backward: h_1 of the paper
+        x = layers.dropout(layers.source_embedding(source_ids), training=training)
+        memory, _, backward = layers.encoder(x, mask=mask, training=training)
+        return memory, mask, layers.bridge(backward)  # backward: h_1 of the paper
 
     def logits(output, embedded, training=None):
-        hidden = deep_output(ops.concatenate([output, embedded], axis=-1))
-        return readout(dropout(hidden, training=training))
+        hidden = layers.deep_output(ops.concatenate([output, embedded], axis=-1))
+        return layers.readout(layers.dropout(hidden, training=training))
 
     memory, mask, initial = encode(encoder_tokens)
-    embedded = dropout(target_embedding(decoder_tokens))
-    outputs = decoder(embedded, memory, memory_mask=mask, initial_state=initial)
+    embedded = layers.dropout(layers.target_embedding(decoder_tokens))
+    outputs = layers.decoder(embedded, memory, memory_mask=mask, initial_state=initial)
     model = keras.Model(
         {"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens},
         logits(outputs, embedded),
         name=f"rnn_{args.attention}",
     )
+    search = make_search(layers, encode, logits, args.length_penalty)
+    # Keras clips each replica's gradient before the all-reduce; this Adam
+    # clips the summed one, so every strategy takes the single-device step.
+    adam = nmt_common.distribute.clip_after_all_reduce(keras.optimizers.Adam)
+    return model, adam(args.learning_rate, clipnorm=1.0), search
+
+
+def make_search(layers, encode, logits, length_penalty):
+    """`search(source_ids, num_beams, max_length) -> (ids, attention)`:
+    greedy or beam search with the trained layers, one step of the decoder
+    at a time."""
+    decoder = layers.decoder
 
     def search(source_ids, num_beams, max_length):
         memory, mask, initial = encode(source_ids)
@@ -141,7 +170,7 @@ def build(args, source_vocab, target_vocab, steps_per_epoch):
         )
 
         def step_fn(tokens, state, index):
-            embedded = target_embedding(tokens)
+            embedded = layers.target_embedding(tokens)
             output, state, alignment = decoder.step(embedded, state, cache)
             return logits(output, embedded), state, alignment
 
@@ -158,14 +187,11 @@ def build(args, source_vocab, target_vocab, steps_per_epoch):
                 max_length,
                 end_token=nmt_common.EOS_ID,
                 num_beams=num_beams,
-                length_penalty_alpha=args.length_penalty,
+                length_penalty_alpha=length_penalty,
             )
         return ids, alignments[:, None, None]  # (B, 1, 1, T, S)
 
-    # Keras clips each replica's gradient before the all-reduce; this Adam
-    # clips the summed one, so every strategy takes the single-device step.
-    adam = nmt_common.distribute.clip_after_all_reduce(keras.optimizers.Adam)
-    return model, adam(args.learning_rate, clipnorm=1.0), search
+    return search
 
 
 def parse_args(argv=None):

@@ -297,8 +297,19 @@ def build_rnn_model(
     hidden = decoder(target_embedding(decoder_inputs), memory)
     model = keras.Model([source, decoder_inputs], readout(hidden), name="rnn_seq2seq")
 
+    def encode(source_ids):
+        return encoder(source_embedding(source_ids))
+
+    return model, rnn_search(encode, target_embedding, decoder, readout)
+
+
+def rnn_search(encode, target_embedding, decoder, readout):
+    """`search(source_ids, start_id, end_id, num_beams)` of
+    `build_rnn_model`: greedy or beam search, one decoder step at a time,
+    the source encoded by `encode`."""
+
     def search(source_ids, start_id, end_id, num_beams=1):
-        memory = encoder(source_embedding(source_ids))
+        memory = encode(source_ids)
         cache = decoder.prepare_memory(memory, source_ids != 0)
         state = decoder.get_initial_state(keras.ops.shape(source_ids)[0])
         # Beam search runs B * num_beams rows: the memory follows.
@@ -323,7 +334,7 @@ def build_rnn_model(
             )
         return ids, alignments[:, None, None]  # (B, 1, 1, T, S)
 
-    return model, search
+    return search
 
 
 def build_transformer_model(
@@ -593,6 +604,68 @@ def build_model(args, vocab):
     )
 
 
+def training_and_held_out_dates(args):
+    """`(train_src, train_tgt, test_src, test_tgt)`, printed in part.
+
+    Held-out dates come from a different seed; any that also occur (same
+    written form) in the training set are dropped.
+    """
+    train_src, train_tgt = generate_dates(args.num_train, args.seed)
+    seen = set(train_src)
+    test_src, test_tgt = generate_dates(args.num_test * 2, args.seed + 1)
+    test = [(s, t) for s, t in zip(test_src, test_tgt, strict=True) if s not in seen]
+    test_src, test_tgt = map(list, zip(*test[: args.num_test], strict=True))
+    print(f"{len(train_src)} training dates, {len(test_src)} held-out dates, e.g.:")
+    for s, t in zip(train_src[:5], train_tgt[:5], strict=True):
+        print(f"  {s!r:36} -> {t}")
+    return train_src, train_tgt, test_src, test_tgt
+
+
+def compile_model(model, args, steps, jit_compile):
+    """Adam on a cosine schedule with warm-up, over `steps` training steps."""
+    warmup = min(args.warmup_steps, steps // 2)
+    # Keras clips each replica's gradient before the all-reduce; this Adam
+    # clips the summed one, so every strategy takes the single-device step.
+    adam = distribute.clip_after_all_reduce(keras.optimizers.Adam)
+    model.compile(
+        optimizer=adam(
+            keras.optimizers.schedules.CosineDecay(
+                0.0 if warmup else args.learning_rate,
+                steps - warmup,
+                warmup_target=args.learning_rate if warmup else None,
+                warmup_steps=warmup,
+            ),
+            clipnorm=1.0,
+        ),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+        jit_compile=jit_compile,
+    )
+
+
+def evaluate(translator, test_src, test_tgt, beams):
+    """Translate the held-out dates and print the exact-match accuracy, a
+    few translations and a few errors: `(predictions, attention, accuracy)`."""
+    start = time.perf_counter()
+    predictions, attention = translate(translator, test_src)
+    accuracy = np.mean([p == t for p, t in zip(predictions, test_tgt, strict=True)])
+    print(
+        f"Exact-match accuracy on {len(test_src)} held-out dates: {accuracy:.2%} "
+        f"({'greedy' if beams == 1 else f'{beams}-beam'} search, "
+        f"{time.perf_counter() - start:.1f} s)"
+    )
+    for s, p, t in list(zip(test_src, predictions, test_tgt, strict=True))[:8]:
+        print(f"  {s!r:36} -> {p}  {'ok' if p == t else 'WRONG, expected ' + t}")
+    errors = [
+        (s, p, t)
+        for s, p, t in zip(test_src, predictions, test_tgt, strict=True)
+        if p != t
+    ]
+    for s, p, t in errors[:5]:
+        print(f"  error: {s!r} -> {p} (expected {t})")
+    return predictions, attention, accuracy
+
+
 def main(argv=None):
     args = parse_args(argv)
     # First, before any other TensorFlow op: `mirrored` on a CPU splits it
@@ -604,17 +677,7 @@ def main(argv=None):
     output_dir = distribute.output_dir_for(args.output_dir, strategy)
     os.makedirs(output_dir, exist_ok=True)
 
-    # Held-out dates come from a different seed; drop any that also occur
-    # (same written form) in the training set.
-    train_src, train_tgt = generate_dates(args.num_train, args.seed)
-    seen = set(train_src)
-    test_src, test_tgt = generate_dates(args.num_test * 2, args.seed + 1)
-    test = [(s, t) for s, t in zip(test_src, test_tgt, strict=True) if s not in seen]
-    test_src, test_tgt = map(list, zip(*test[: args.num_test], strict=True))
-    print(f"{len(train_src)} training dates, {len(test_src)} held-out dates, e.g.:")
-    for s, t in zip(train_src[:5], train_tgt[:5], strict=True):
-        print(f"  {s!r:36} -> {t}")
-
+    train_src, train_tgt, test_src, test_tgt = training_and_held_out_dates(args)
     vocab = make_vocabularies(train_src, args.max_source_length)
     # `fit` splits each global batch across the replicas (and workers).
     batch_size = distribute.global_batch_size(args.batch_size, strategy)
@@ -623,30 +686,12 @@ def main(argv=None):
     )
     train_ds = distribute.shard_by_data(train_ds)
     steps_per_epoch = len(train_src) // batch_size
-    steps = args.epochs * steps_per_epoch
-    warmup = min(args.warmup_steps, steps // 2)
     jit_compile = args.jit_compile
     if jit_compile is None:
         jit_compile = distribute.jit_compile_default(strategy)
-    # Keras clips each replica's gradient before the all-reduce; this Adam
-    # clips the summed one, so every strategy takes the single-device step.
-    adam = distribute.clip_after_all_reduce(keras.optimizers.Adam)
     with strategy.scope():  # variables are created mirrored on every replica
         model, search = build_model(args, vocab)
-        model.compile(
-            optimizer=adam(
-                keras.optimizers.schedules.CosineDecay(
-                    0.0 if warmup else args.learning_rate,
-                    steps - warmup,
-                    warmup_target=args.learning_rate if warmup else None,
-                    warmup_steps=warmup,
-                ),
-                clipnorm=1.0,
-            ),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"],
-            jit_compile=jit_compile,
-        )
+        compile_model(model, args, args.epochs * steps_per_epoch, jit_compile)
     model.summary()
     print(
         f"Global batch {batch_size}, {steps_per_epoch} steps per epoch, XLA {jit_compile}"
@@ -668,23 +713,9 @@ def main(argv=None):
         json.dump(history.history, f)
 
     translator = DateTranslator(search, vocab, args.beams)
-    start = time.perf_counter()
-    predictions, attention = translate(translator, test_src)
-    accuracy = np.mean([p == t for p, t in zip(predictions, test_tgt, strict=True)])
-    print(
-        f"Exact-match accuracy on {len(test_src)} held-out dates: {accuracy:.2%} "
-        f"({'greedy' if args.beams == 1 else f'{args.beams}-beam'} search, "
-        f"{time.perf_counter() - start:.1f} s)"
+    predictions, attention, accuracy = evaluate(
+        translator, test_src, test_tgt, args.beams
     )
-    for s, p, t in list(zip(test_src, predictions, test_tgt, strict=True))[:8]:
-        print(f"  {s!r:36} -> {p}  {'ok' if p == t else 'WRONG, expected ' + t}")
-    errors = [
-        (s, p, t)
-        for s, p, t in zip(test_src, predictions, test_tgt, strict=True)
-        if p != t
-    ]
-    for s, p, t in errors[:5]:
-        print(f"  error: {s!r} -> {p} (expected {t})")
 
     heatmap_path = os.path.join(output_dir, "alignments.png")
     picks = [0, 1, 2]

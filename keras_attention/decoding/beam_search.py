@@ -10,6 +10,9 @@ same last limitation. This module keeps their good parts: one
 compiles once under XLA, and it stops as soon as every hypothesis ended.
 """
 
+from typing import Any
+from typing import NamedTuple
+
 import keras
 from keras import ops
 
@@ -107,114 +110,167 @@ def beam_search(
         )
     start_tokens = ops.cast(start_tokens, "int32")
     check_rank("start_tokens", start_tokens.shape, 1)
-    k = num_beams
-    batch = ops.shape(start_tokens)[0]
+    search = _Search(
+        step_fn,
+        ops.shape(start_tokens)[0],
+        num_beams,
+        end_token,
+        pad_token,
+        length_penalty_alpha,
+    )
+    beams = _initial_beams(search, start_tokens, state)
+    buffers, beams, aux = _first_step(search, beams, max_length)
+    if max_length > 1:
+        buffers, beams = _search_loop(search, max_length, buffers, beams)
+    return _best_first(search, beams, buffers, aux, return_all_beams)
+
+
+class _Search(NamedTuple):
+    """What stays the same through one search."""
+
+    step_fn: Any
+    batch: Any  # B, an int or a scalar tensor
+    k: int  # the number of beams
+    end_token: Any
+    pad_token: int
+    alpha: float  # of the length penalty
+
+
+class _Beams(NamedTuple):
+    """The `K` hypotheses of every example; rows `(B * K, ...)` are
+    example-major (row `b * K + k` is beam `k` of example `b`)."""
+
+    tokens: Any  # int32 (B * K,), the last token of each hypothesis
+    state: Any  # step_fn's state, tensors (B * K, ...)
+    log_probs: Any  # float32 (B, K)
+    lengths: Any  # int32 (B, K), the end token counted
+    finished: Any  # bool (B, K)
+
+
+def _initial_beams(search, start_tokens, state):
+    batch, k = search.batch, search.k
 
     def repeat(x):
         return ops.repeat(x, k, axis=0)  # (B, ...) -> (B * K, ...)
 
-    state = keras.tree.map_structure(repeat, state)
-    tokens = repeat(start_tokens)  # (B * K,)
     # Only beam 0 is alive at first, so the K beams do not start identical.
     log_probs = ops.tile(
         ops.convert_to_tensor([[0.0] + [MASK_VALUE] * (k - 1)], "float32"), (batch, 1)
     )  # (B, K)
-    lengths = ops.zeros((batch, k), "int32")
-    finished = ops.zeros((batch, k), "bool")
-    token_buf = ops.full((batch * k, max_length), pad_token, dtype="int32")
-
-    def search_step(index, tokens, state, log_probs, lengths, finished):
-        logits, state, aux = step_fn(tokens, state, index)
-        vocab = ops.shape(logits)[-1]
-        step_log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-        step_log_probs = ops.reshape(step_log_probs, (batch, k, vocab))
-        # A finished hypothesis continues with `pad_token` only, at no cost.
-        pad_only = ops.where(
-            ops.equal(ops.arange(vocab, dtype="int32"), pad_token), 0.0, MASK_VALUE
-        )
-        step_log_probs = ops.where(finished[..., None], pad_only, step_log_probs)
-        candidates = log_probs[..., None] + step_log_probs  # (B, K, V)
-        new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
-        ranked = (
-            candidates / length_penalty(new_lengths, length_penalty_alpha)[..., None]
-        )
-        _, best = ops.top_k(ops.reshape(ranked, (batch, k * vocab)), k)  # (B, K)
-        beam = best // vocab
-        new_tokens = ops.cast(best % vocab, "int32")
-        log_probs = ops.take_along_axis(
-            ops.reshape(candidates, (batch, k * vocab)), best, axis=1
-        )
-        lengths = ops.take_along_axis(new_lengths, beam, axis=1)
-        finished = ops.take_along_axis(finished, beam, axis=1)
-        if end_token is not None:
-            finished = ops.logical_or(finished, ops.equal(new_tokens, end_token))
-        rows = ops.reshape(
-            ops.arange(batch, dtype="int32")[:, None] * k + ops.cast(beam, "int32"),
-            (-1,),
-        )  # (B * K,) the parent row of every surviving hypothesis
-        state = keras.tree.map_structure(lambda x: _take_rows(x, rows), state)
-        aux = (
-            None
-            if aux is None
-            else keras.tree.map_structure(lambda x: _take_rows(x, rows), aux)
-        )
-        new_tokens = ops.reshape(new_tokens, (-1,))
-        return rows, new_tokens, state, aux, log_probs, lengths, finished
-
-    def write(buffer, index, rows, value):
-        buffer = _take_rows(buffer, rows)
-        start = [0, index] + [0] * (len(buffer.shape) - 2)
-        return ops.slice_update(
-            buffer, start, ops.expand_dims(ops.cast(value, buffer.dtype), 1)
-        )
-
-    # Step 0 runs outside the loop: it tells the shapes of the aux buffers.
-    zero = ops.convert_to_tensor(0, "int32")
-    rows, tokens, state, aux, log_probs, lengths, finished = search_step(
-        zero, tokens, state, log_probs, lengths, finished
+    return _Beams(
+        tokens=repeat(start_tokens),
+        state=keras.tree.map_structure(repeat, state),
+        log_probs=log_probs,
+        lengths=ops.zeros((batch, k), "int32"),
+        finished=ops.zeros((batch, k), "bool"),
     )
-    token_buf = write(token_buf, zero, rows, tokens)
-    aux_flat = [] if aux is None else keras.tree.flatten(aux)
+
+
+def _extend(search, index, beams):
+    """Step `index`: every hypothesis extended by every token, the best `K`
+    of each example kept. Returns `(rows, beams, aux)`: `rows` `(B * K,)`
+    the parent row of every surviving hypothesis, `aux` the step's values
+    of those rows."""
+    batch, k = search.batch, search.k
+    logits, state, aux = search.step_fn(beams.tokens, beams.state, index)
+    vocab = ops.shape(logits)[-1]
+    step_log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    step_log_probs = ops.reshape(step_log_probs, (batch, k, vocab))
+    # A finished hypothesis continues with `pad_token` only, at no cost.
+    pad_only = ops.where(
+        ops.equal(ops.arange(vocab, dtype="int32"), search.pad_token), 0.0, MASK_VALUE
+    )
+    step_log_probs = ops.where(beams.finished[..., None], pad_only, step_log_probs)
+    candidates = beams.log_probs[..., None] + step_log_probs  # (B, K, V)
+    new_lengths = beams.lengths + ops.cast(ops.logical_not(beams.finished), "int32")
+    ranked = candidates / length_penalty(new_lengths, search.alpha)[..., None]
+    _, best = ops.top_k(ops.reshape(ranked, (batch, k * vocab)), k)  # (B, K)
+    beam = best // vocab
+    new_tokens = ops.cast(best % vocab, "int32")
+    log_probs = ops.take_along_axis(
+        ops.reshape(candidates, (batch, k * vocab)), best, axis=1
+    )
+    finished = ops.take_along_axis(beams.finished, beam, axis=1)
+    if search.end_token is not None:
+        finished = ops.logical_or(finished, ops.equal(new_tokens, search.end_token))
+    rows = ops.reshape(
+        ops.arange(batch, dtype="int32")[:, None] * k + ops.cast(beam, "int32"),
+        (-1,),
+    )  # (B * K,)
+
+    def take(structure):
+        return keras.tree.map_structure(lambda x: _take_rows(x, rows), structure)
+
+    beams = _Beams(
+        tokens=ops.reshape(new_tokens, (-1,)),
+        state=take(state),
+        log_probs=log_probs,
+        lengths=ops.take_along_axis(new_lengths, beam, axis=1),
+        finished=finished,
+    )
+    return rows, beams, None if aux is None else take(aux)
+
+
+def _write(buffer, index, rows, value):
+    """`buffer` `(B * K, L, ...)` with its rows following their hypotheses
+    (`rows`) and `value` written at position `index`."""
+    buffer = _take_rows(buffer, rows)
+    start = [0, index] + [0] * (len(buffer.shape) - 2)
+    return ops.slice_update(
+        buffer, start, ops.expand_dims(ops.cast(value, buffer.dtype), 1)
+    )
+
+
+def _write_step(buffers, index, rows, beams, aux):
+    """The token buffer and the aux buffers (a list) after a step."""
+    token_buf, aux_bufs = buffers
+    new_aux = [] if aux is None else keras.tree.flatten(aux)
     aux_bufs = [
-        write(
-            ops.zeros((batch * k, max_length) + tuple(ops.shape(a)[1:]), a.dtype),
-            zero,
-            rows,
-            a,
-        )
-        for a in aux_flat
+        _write(buf, index, rows, a) for buf, a in zip(aux_bufs, new_aux, strict=True)
     ]
+    return _write(token_buf, index, rows, beams.tokens), aux_bufs
 
-    def body(index, carry):
-        token_buf, aux_bufs, tokens, state, log_probs, lengths, finished = carry
-        rows, tokens, state, aux, log_probs, lengths, finished = search_step(
-            index, tokens, state, log_probs, lengths, finished
+
+def _first_step(search, beams, max_length):
+    """Step 0 runs outside the loop: it tells the shapes of the aux buffers.
+    Returns `(buffers, beams, aux)`, `buffers` the token and aux buffers
+    `(B * K, max_length, ...)`."""
+    zero = ops.convert_to_tensor(0, "int32")
+    rows, beams, aux = _extend(search, zero, beams)
+    rows_count = search.batch * search.k
+    token_buf = ops.full((rows_count, max_length), search.pad_token, dtype="int32")
+    aux_bufs = [
+        ops.zeros((rows_count, max_length) + tuple(ops.shape(a)[1:]), a.dtype)
+        for a in ([] if aux is None else keras.tree.flatten(aux))
+    ]
+    buffers = _write_step((token_buf, aux_bufs), zero, rows, beams, aux)
+    return buffers, beams, aux
+
+
+def _search_loop(search, max_length, buffers, beams):
+    """Steps 1 to `max_length - 1`, in one `while_loop` that stops once
+    every hypothesis has ended (nothing changes any more)."""
+
+    def cond(index, buffers, beams):
+        return ops.logical_and(
+            index < max_length, ops.logical_not(ops.all(beams.finished))
         )
-        token_buf = write(token_buf, index, rows, tokens)
-        new_aux = [] if aux is None else keras.tree.flatten(aux)
-        aux_bufs = [
-            write(buf, index, rows, a) for buf, a in zip(aux_bufs, new_aux, strict=True)
-        ]
-        return token_buf, aux_bufs, tokens, state, log_probs, lengths, finished
 
-    if max_length > 1:
-        # Once every hypothesis has ended nothing changes any more: stop.
-        def cond(index, *carry):
-            finished = carry[-1]
-            return ops.logical_and(
-                index < max_length, ops.logical_not(ops.all(finished))
-            )
+    def body(index, buffers, beams):
+        rows, beams, aux = _extend(search, index, beams)
+        buffers = _write_step(buffers, index, rows, beams, aux)
+        return index + 1, buffers, beams
 
-        def loop_body(index, *carry):
-            return (index + 1, *body(index, carry))
+    one = ops.convert_to_tensor(1, "int32")
+    _, buffers, beams = ops.while_loop(cond, body, (one, buffers, beams))
+    return buffers, beams
 
-        one = ops.convert_to_tensor(1, "int32")
-        carry = (one, token_buf, aux_bufs, tokens, state, log_probs, lengths, finished)
-        carry = ops.while_loop(cond, loop_body, carry)
-        _, token_buf, aux_bufs, _, _, log_probs, lengths, finished = carry
 
+def _best_first(search, beams, buffers, aux, return_all_beams):
+    """`(tokens, aux, scores)` of `beam_search`, the beams ranked."""
+    batch, k = search.batch, search.k
     # Hypotheses that never ended are scored at their full length.
-    scores = log_probs / length_penalty(lengths, length_penalty_alpha)  # (B, K)
+    scores = beams.log_probs / length_penalty(beams.lengths, search.alpha)  # (B, K)
     order = ops.argsort(-scores, axis=-1)  # best first
     scores = ops.take_along_axis(scores, order, axis=1)
     rows = ops.reshape(ops.arange(batch, dtype="int32")[:, None] * k + order, (-1,))
@@ -224,8 +280,8 @@ def beam_search(
         x = ops.reshape(x, (batch, k) + tuple(ops.shape(x)[1:]))
         return x if return_all_beams else x[:, 0]
 
-    tokens = select(token_buf)
+    token_buf, aux_bufs = buffers
     aux_out = None
     if aux is not None:
         aux_out = keras.tree.pack_sequence_as(aux, [select(b) for b in aux_bufs])
-    return tokens, aux_out, scores if return_all_beams else scores[:, 0]
+    return select(token_buf), aux_out, scores if return_all_beams else scores[:, 0]

@@ -5,12 +5,12 @@ from keras_attention.decoding.sampling import check_sampling_arguments
 from keras_attention.decoding.sampling import sample as sample_tokens
 from keras_attention.decoding.sampling import seed_tensor
 from keras_attention.layers.transformer.transformer_decoder import TransformerDecoder
-from keras_attention.models._transformer_common import block_arguments
-from keras_attention.models._transformer_common import block_config
-from keras_attention.models._transformer_common import check_attention_options
-from keras_attention.models._transformer_common import check_heads_divide
-from keras_attention.models._transformer_common import run_compiled
-from keras_attention.models._transformer_common import set_block_arguments
+from keras_attention.models._block_arguments import block_arguments
+from keras_attention.models._block_arguments import block_config
+from keras_attention.models._block_arguments import check_attention_options
+from keras_attention.models._block_arguments import check_heads_divide
+from keras_attention.models._block_arguments import set_block_arguments
+from keras_attention.models._compiled_loop import run_compiled
 from keras_attention.modifiers import BlockLocal2D
 from keras_attention.modifiers.base import deserialize
 from keras_attention.modifiers.base import serialize

@@ -15,6 +15,14 @@ _CELLS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
 # real score, far above the -1e30 of masked positions.
 
 
+def _reorder(x, beam, k):
+    """Rows of `x (B*K, ...)` taken from beams `beam (B, K)` of `k` beams."""
+    trailing = tuple(x.shape[1:])
+    flat = ops.reshape(x, (-1, k, math.prod(trailing)))
+    index = ops.broadcast_to(beam[:, :, None], ops.shape(flat))
+    return ops.reshape(ops.take_along_axis(flat, index, axis=1), (-1, *trailing))
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
 class PointerNetwork(keras.Model):
     """Pointer network: a recurrent encoder-decoder whose outputs are pointers.
@@ -252,21 +260,8 @@ class PointerNetwork(keras.Model):
             `(pointers, scores)`: int32 `(B, T_in)` and the float32 total
             log-probability `(B,)` of the best sequence.
         """
-        check_positive_int("beam_width", beam_width)
-        features = ops.convert_to_tensor(inputs, dtype=self.compute_dtype)
-        check_rank("inputs", tuple(features.shape), 3)
-        length = features.shape[1]
-        if length is None:
-            raise ValueError(
-                "`inputs` must have a static length to decode. "
-                f"Received: inputs.shape={tuple(features.shape)}"
-            )
-        if beam_width > length:
-            raise ValueError(
-                "`beam_width` must be at most the input length. "
-                f"Received: beam_width={beam_width}, input length={length}"
-            )
-        k = beam_width
+        features = self._decode_inputs(inputs, beam_width)
+        k, length = beam_width, features.shape[1]
         embedded, encoded, states = self._encode(features)
         if k > 1:  # (B, ...) -> (B * K, ...), beams of one example adjacent
             embedded, encoded = (ops.repeat(x, k, axis=0) for x in (embedded, encoded))
@@ -282,44 +277,9 @@ class PointerNetwork(keras.Model):
         beam_scores = ops.reshape(zeros, (-1, k)) + ops.convert_to_tensor(
             initial, "float32"
         )  # (B, K)
-        cell = self.decoder.cell
-
-        def reorder(x, beam):
-            """Rows of `x (B*K, ...)` taken from beams `beam (B, K)`."""
-            trailing = tuple(x.shape[1:])
-            flat = ops.reshape(x, (-1, k, math.prod(trailing)))
-            index = ops.broadcast_to(beam[:, :, None], ops.shape(flat))
-            return ops.reshape(
-                ops.take_along_axis(flat, index, axis=1), (-1, *trailing)
-            )
 
         def step(t, carry):
-            step_input, states, chosen, pointers, beam_scores = carry
-            output, states = cell(step_input, states)  # (BK, U)
-            allowed = ka_ops.pointer_step_mask(chosen, self.end_position)  # (BK, Ti)
-            log_p = self._point(output[:, None], encoded, allowed[:, None], projected)
-            log_p = log_p[:, 0]  # (BK, Ti)
-            if k == 1:
-                choice = ops.argmax(log_p, axis=-1)  # (B,)
-                gained = ops.take_along_axis(log_p, choice[:, None], axis=-1)
-                beam_scores = beam_scores + gained
-            else:
-                total = beam_scores[:, :, None] + ops.reshape(log_p, (-1, k, length))
-                total = ops.reshape(total, (-1, k * length))  # (B, K * Ti)
-                beam_scores, index = ops.top_k(total, k)  # (B, K), best first
-                beam = index // length
-                choice = ops.reshape(index % length, (-1,))  # (BK,)
-                states = [reorder(s, beam) for s in states]
-                chosen, pointers = reorder(chosen, beam), reorder(pointers, beam)
-            choice = ops.cast(choice, "int32")
-            one_hot = ops.one_hot(choice, length)  # (BK, Ti)
-            chosen = ops.maximum(chosen, one_hot)
-            at_t = ops.cast(ops.equal(ops.arange(length), t), "int32")  # (Ti,)
-            pointers = pointers + at_t[None, :] * choice[:, None]
-            step_input = ops.einsum(
-                "bt,btu->bu", ops.cast(one_hot, embedded.dtype), embedded
-            )
-            return step_input, list(states), chosen, pointers, beam_scores
+            return self._decode_step(t, carry, embedded, encoded, projected, k)
 
         carry = (step_input, list(states), chosen, pointers, beam_scores)
         carry = ops.fori_loop(0, length, step, carry)
@@ -327,6 +287,57 @@ class PointerNetwork(keras.Model):
         if k > 1:
             pointers = ops.reshape(pointers, (-1, k, length))[:, 0]
         return pointers, beam_scores[:, 0]
+
+    def _decode_inputs(self, inputs, beam_width):
+        """`inputs` as a tensor, checked for `decode`: `(B, T_in, F)` with a
+        static `T_in` of at least `beam_width`."""
+        check_positive_int("beam_width", beam_width)
+        features = ops.convert_to_tensor(inputs, dtype=self.compute_dtype)
+        check_rank("inputs", tuple(features.shape), 3)
+        length = features.shape[1]
+        if length is None:
+            raise ValueError(
+                "`inputs` must have a static length to decode. "
+                f"Received: inputs.shape={tuple(features.shape)}"
+            )
+        if beam_width > length:
+            raise ValueError(
+                "`beam_width` must be at most the input length. "
+                f"Received: beam_width={beam_width}, input length={length}"
+            )
+        return features
+
+    def _decode_step(self, t, carry, embedded, encoded, projected, k):
+        """Step `t` of `decode` with `k` beams: the decoder cell, the
+        pointer over the inputs not chosen yet, the best `k` continuations,
+        and the chosen input's embedding as the next step's input."""
+        step_input, states, chosen, pointers, beam_scores = carry
+        length = encoded.shape[1]
+        output, states = self.decoder.cell(step_input, states)  # (BK, U)
+        allowed = ka_ops.pointer_step_mask(chosen, self.end_position)  # (BK, Ti)
+        log_p = self._point(output[:, None], encoded, allowed[:, None], projected)
+        log_p = log_p[:, 0]  # (BK, Ti)
+        if k == 1:
+            choice = ops.argmax(log_p, axis=-1)  # (B,)
+            gained = ops.take_along_axis(log_p, choice[:, None], axis=-1)
+            beam_scores = beam_scores + gained
+        else:
+            total = beam_scores[:, :, None] + ops.reshape(log_p, (-1, k, length))
+            total = ops.reshape(total, (-1, k * length))  # (B, K * Ti)
+            beam_scores, index = ops.top_k(total, k)  # (B, K), best first
+            beam = index // length
+            choice = ops.reshape(index % length, (-1,))  # (BK,)
+            states = [_reorder(s, beam, k) for s in states]
+            chosen, pointers = _reorder(chosen, beam, k), _reorder(pointers, beam, k)
+        choice = ops.cast(choice, "int32")
+        one_hot = ops.one_hot(choice, length)  # (BK, Ti)
+        chosen = ops.maximum(chosen, one_hot)
+        at_t = ops.cast(ops.equal(ops.arange(length), t), "int32")  # (Ti,)
+        pointers = pointers + at_t[None, :] * choice[:, None]
+        step_input = ops.einsum(
+            "bt,btu->bu", ops.cast(one_hot, embedded.dtype), embedded
+        )
+        return step_input, list(states), chosen, pointers, beam_scores
 
     def get_config(self):
         return {

@@ -11,18 +11,42 @@ from keras_attention.layers.transformer.sinusoidal_position_encoding import (
 )
 from keras_attention.layers.transformer.transformer_decoder import TransformerDecoder
 from keras_attention.layers.transformer.transformer_encoder import TransformerEncoder
-from keras_attention.models._transformer_common import block_arguments
-from keras_attention.models._transformer_common import block_config
-from keras_attention.models._transformer_common import check_attention_options
-from keras_attention.models._transformer_common import check_heads_divide
-from keras_attention.models._transformer_common import run_compiled
-from keras_attention.models._transformer_common import set_block_arguments
+from keras_attention.models._block_arguments import block_arguments
+from keras_attention.models._block_arguments import block_config
+from keras_attention.models._block_arguments import check_attention_options
+from keras_attention.models._block_arguments import check_heads_divide
+from keras_attention.models._block_arguments import set_block_arguments
+from keras_attention.models._compiled_loop import run_compiled
 from keras_attention.modifiers import ALiBi
 from keras_attention.modifiers import RelativePositionBias
 from keras_attention.ops.softmax import MASK_VALUE
 from keras_attention.validation import check_positive_int
 
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "relative")
+
+
+def _check_arguments(arguments):
+    """The model's own arguments in `arguments` (its `__init__` locals);
+    the stacks check the blocks' arguments."""
+    check_attention_options(
+        arguments["attention_impl"],
+        arguments["dropout"],
+        arguments["attention_dropout"],
+    )
+    for name in (
+        "encoder_vocabulary_size",
+        "decoder_vocabulary_size",
+        "hidden_dim",
+        "num_heads",
+        "max_length",
+    ):
+        check_positive_int(name, arguments[name])
+    check_heads_divide(arguments["hidden_dim"], arguments["num_heads"])
+    if arguments["position_encoding"] not in POSITION_ENCODINGS:
+        raise ValueError(
+            f"`position_encoding` must be one of {POSITION_ENCODINGS}. "
+            f"Received: position_encoding={arguments['position_encoding']!r}"
+        )
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -119,21 +143,7 @@ class Transformer(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_attention_options(attention_impl, dropout, attention_dropout)
-        for name, value in (
-            ("encoder_vocabulary_size", encoder_vocabulary_size),
-            ("decoder_vocabulary_size", decoder_vocabulary_size),
-            ("hidden_dim", hidden_dim),
-            ("num_heads", num_heads),
-            ("max_length", max_length),
-        ):
-            check_positive_int(name, value)
-        check_heads_divide(hidden_dim, num_heads)
-        if position_encoding not in POSITION_ENCODINGS:
-            raise ValueError(
-                f"`position_encoding` must be one of {POSITION_ENCODINGS}. "
-                f"Received: position_encoding={position_encoding!r}"
-            )
+        _check_arguments(locals())
         self.encoder_vocabulary_size = encoder_vocabulary_size
         self.decoder_vocabulary_size = decoder_vocabulary_size
         self.num_encoder_layers = num_encoder_layers
@@ -143,46 +153,46 @@ class Transformer(keras.Model):
         self.tie_weights = tie_weights
         self.padding_id = padding_id
         set_block_arguments(self, locals())
-        common = block_arguments(self)
-        self.encoder_embedding = keras.layers.Embedding(
-            encoder_vocabulary_size,
-            hidden_dim,
-            dtype=self.dtype_policy,
-            name="encoder_embedding",
-        )
-        self.decoder_embedding = keras.layers.Embedding(
-            decoder_vocabulary_size,
-            hidden_dim,
-            dtype=self.dtype_policy,
-            name="decoder_embedding",
+        self._make_sublayers()
+        self._generate_functions = {}
+
+    def _make_sublayers(self):
+        """The embeddings, positions, stacks and output projection, from
+        the arguments kept as attributes."""
+        self.encoder_embedding, self.decoder_embedding = (
+            keras.layers.Embedding(
+                size, self.hidden_dim, dtype=self.dtype_policy, name=f"{side}_embedding"
+            )
+            for side, size in (
+                ("encoder", self.encoder_vocabulary_size),
+                ("decoder", self.decoder_vocabulary_size),
+            )
         )
         self.encoder_positions = self._position_layer("encoder_positions")
         self.decoder_positions = self._position_layer("decoder_positions")
         self.embedding_dropout = keras.layers.Dropout(
-            dropout, seed=seed, dtype=self.dtype_policy
+            self.dropout, seed=self.seed, dtype=self.dtype_policy
         )
+        common = block_arguments(self)
         self.encoder = TransformerEncoder(
-            num_encoder_layers,
+            self.num_encoder_layers,
             name="encoder",
             **common,
             **self._attention_positions(bidirectional=True),
         )
         self.decoder = TransformerDecoder(
-            num_decoder_layers,
+            self.num_decoder_layers,
             name="decoder",
             **common,
             **self._attention_positions(bidirectional=False),
         )
-        self.output_projection = (
-            None
-            if tie_weights
-            else keras.layers.Dense(
-                decoder_vocabulary_size,
+        self.output_projection = None
+        if not self.tie_weights:
+            self.output_projection = keras.layers.Dense(
+                self.decoder_vocabulary_size,
                 dtype=self.dtype_policy,
                 name="output_projection",
             )
-        )
-        self._generate_functions = {}
 
     def _position_layer(self, name):
         """The additive position layer, `None` when positions are inside

@@ -163,9 +163,11 @@ def _functional(layer, width=24, call=None):
             keras.layers.MultiHeadAttention(8, 3), call=lambda layer, x: layer(x, x)
         ),
         lambda: _functional(ka.layers.MultiHeadSelfAttention(8, 3)),
-        lambda: _functional(ka.layers.TransformerEncoderBlock(8, 40)),
         lambda: _functional(
-            ka.layers.TransformerDecoderBlock(8, 40),
+            ka.layers.TransformerEncoderBlock(num_heads=8, intermediate_dim=40)
+        ),
+        lambda: _functional(
+            ka.layers.TransformerDecoderBlock(num_heads=8, intermediate_dim=40),
             call=lambda layer, x: layer(x, x),
         ),
         lambda: _functional(ka.layers.UniversalTransformerEncoder(8, 40)),
@@ -243,7 +245,7 @@ def test_check_layout_map_errors():
         ka.distribution.check_layout_map(odd, layouts)
     with pytest.raises(ValueError, match=r"`model` must be built.*built=False"):
         ka.distribution.check_layout_map(
-            ka.layers.TransformerEncoderBlock(8, 40), layouts
+            ka.layers.TransformerEncoderBlock(num_heads=8, intermediate_dim=40), layouts
         )
     with pytest.raises(TypeError, match=r"`model` must be .*Received: .*list"):
         ka.distribution.check_layout_map([], layouts)

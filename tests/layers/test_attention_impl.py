@@ -366,7 +366,9 @@ def test_bad_attention_impl_raises():
     with pytest.raises(ValueError, match="attention_impl='flash'"):
         ka.layers.MultiHeadAttention(2, 4, attention_impl="flash")
     with pytest.raises(ValueError, match="attention_impl"):
-        ka.layers.TransformerEncoderBlock(2, 8, attention_impl="Dense")
+        ka.layers.TransformerEncoderBlock(
+            num_heads=2, intermediate_dim=8, attention_impl="Dense"
+        )
 
 
 @pytest.mark.parametrize(
@@ -374,10 +376,18 @@ def test_bad_attention_impl_raises():
     [
         ka.layers.MultiHeadAttention(2, 4, attention_impl="chunked"),
         ka.layers.MultiHeadSelfAttention(2, 4, attention_impl="dense"),
-        ka.layers.TransformerEncoderBlock(2, 8, attention_impl="chunked"),
-        ka.layers.TransformerDecoderBlock(2, 8, attention_impl="chunked"),
-        ka.layers.TransformerEncoder(2, 2, 8, attention_impl="chunked"),
-        ka.layers.TransformerDecoder(2, 2, 8, attention_impl="dense"),
+        ka.layers.TransformerEncoderBlock(
+            num_heads=2, intermediate_dim=8, attention_impl="chunked"
+        ),
+        ka.layers.TransformerDecoderBlock(
+            num_heads=2, intermediate_dim=8, attention_impl="chunked"
+        ),
+        ka.layers.TransformerEncoder(
+            2, num_heads=2, intermediate_dim=8, attention_impl="chunked"
+        ),
+        ka.layers.TransformerDecoder(
+            2, num_heads=2, intermediate_dim=8, attention_impl="dense"
+        ),
     ],
     ids=lambda layer: type(layer).__name__,
 )

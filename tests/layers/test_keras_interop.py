@@ -62,7 +62,9 @@ def test_decoder_block_converts_both_ways_with_keras_hub(rng, impl):
 
 
 def test_to_keras_hub_refuses_a_separate_attention_dropout(rng):
-    block = ka.layers.TransformerEncoderBlock(N, F, dropout=0.1, attention_dropout=0.2)
+    block = ka.layers.TransformerEncoderBlock(
+        num_heads=N, intermediate_dim=F, dropout=0.1, attention_dropout=0.2
+    )
     block(_x(rng, B, T, D))
     with pytest.raises(ValueError, match="attention_dropout=0.2"):
         block.to_keras_hub()
@@ -87,10 +89,30 @@ def _layers_and_inputs(rng):
     return [
         (ka.layers.MultiHeadAttention(N, 4, name="mha"), (x, y)),
         (ka.layers.MultiHeadSelfAttention(N, 4, name="self_mha"), (x,)),
-        (ka.layers.TransformerEncoderBlock(N, F, name="encoder_block"), (x,)),
-        (ka.layers.TransformerDecoderBlock(N, F, name="decoder_block"), (x, y)),
-        (ka.layers.TransformerEncoder(2, N, F, name="encoder"), (x,)),
-        (ka.layers.TransformerDecoder(2, N, F, name="decoder"), (x, y)),
+        (
+            ka.layers.TransformerEncoderBlock(
+                num_heads=N, intermediate_dim=F, name="encoder_block"
+            ),
+            (x,),
+        ),
+        (
+            ka.layers.TransformerDecoderBlock(
+                num_heads=N, intermediate_dim=F, name="decoder_block"
+            ),
+            (x, y),
+        ),
+        (
+            ka.layers.TransformerEncoder(
+                2, num_heads=N, intermediate_dim=F, name="encoder"
+            ),
+            (x,),
+        ),
+        (
+            ka.layers.TransformerDecoder(
+                2, num_heads=N, intermediate_dim=F, name="decoder"
+            ),
+            (x, y),
+        ),
     ]
 
 
@@ -169,7 +191,9 @@ def test_dtype_policy_map_quantizes_named_sublayers(rng):
     int8 = keras.dtype_policies.QuantizedDTypePolicy("int8", "float32")
     policy_map["block/self_attention/qkv"] = int8
     policy_map["block/feedforward_output_dense"] = int8
-    block = ka.layers.TransformerEncoderBlock(N, F, dtype=policy_map, name="block")
+    block = ka.layers.TransformerEncoderBlock(
+        num_heads=N, intermediate_dim=F, dtype=policy_map, name="block"
+    )
     block.build((B, T, D))
     assert block._self_attention_layer.qkv_dense._kernel.dtype == "int8"
     assert block._feedforward_output_dense._kernel.dtype == "int8"

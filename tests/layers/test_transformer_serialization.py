@@ -44,26 +44,39 @@ def _position_embedding():
 
 
 def _encoder_block():
-    layer = ka.layers.TransformerEncoderBlock(2, 16, dropout=0.0, name="layer")
+    layer = ka.layers.TransformerEncoderBlock(
+        num_heads=2, intermediate_dim=16, dropout=0.0, name="layer"
+    )
     return _sequence_model(lambda x: layer(x)), layer
 
 
 def _decoder_block():
     layer = ka.layers.TransformerDecoderBlock(
-        2, 16, dropout=0.0, normalize_first=True, name="layer"
+        num_heads=2,
+        intermediate_dim=16,
+        dropout=0.0,
+        normalize_first=True,
+        name="layer",
     )
     return _sequence_model(lambda x, y: layer(x, y), two_inputs=True), layer
 
 
 def _encoder():
     layer = ka.layers.TransformerEncoder(
-        2, 2, 16, dropout=0.0, normalize_first=True, name="layer"
+        2,
+        num_heads=2,
+        intermediate_dim=16,
+        dropout=0.0,
+        normalize_first=True,
+        name="layer",
     )
     return _sequence_model(lambda x: layer(x)), layer
 
 
 def _decoder():
-    layer = ka.layers.TransformerDecoder(2, 2, 16, dropout=0.0, name="layer")
+    layer = ka.layers.TransformerDecoder(
+        2, num_heads=2, intermediate_dim=16, dropout=0.0, name="layer"
+    )
     return _sequence_model(lambda x, y: layer(x, y), two_inputs=True), layer
 
 

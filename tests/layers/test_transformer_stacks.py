@@ -17,7 +17,9 @@ def test_cached_decoder_stack_equals_full_pass(rng, with_encoder, normalize_firs
     enc = rng.normal(size=(B, S, D)).astype("float32") if with_encoder else None
     enc_mask = np.ones((B, S), bool)
     enc_mask[1, -3:] = False
-    decoder = TransformerDecoder(L, N, F, dropout=0.0, normalize_first=normalize_first)
+    decoder = TransformerDecoder(
+        L, num_heads=N, intermediate_dim=F, dropout=0.0, normalize_first=normalize_first
+    )
     kwargs = dict(encoder_padding_mask=enc_mask) if with_encoder else {}
     full, w_full = decoder(x, enc, return_attention_scores=True, **kwargs)
     cache = decoder.init_cache(B, T)
@@ -46,7 +48,9 @@ def test_cached_decoder_stack_equals_full_pass(rng, with_encoder, normalize_firs
 
 def test_encoder_stack_weights_and_final_norm(rng):
     x = rng.normal(size=(B, T, D)).astype("float32")
-    encoder = TransformerEncoder(L, N, F, normalize_first=True, dropout=0.0)
+    encoder = TransformerEncoder(
+        L, num_heads=N, intermediate_dim=F, normalize_first=True, dropout=0.0
+    )
     y, w = encoder(x, return_attention_scores=True)
     assert tuple(w.shape) == (B, L, N, T, T)
     y = ops.convert_to_numpy(y)
@@ -57,11 +61,11 @@ def test_encoder_stack_weights_and_final_norm(rng):
 
 def test_stack_bad_arguments(rng):
     with pytest.raises(ValueError, match="`num_layers`"):
-        TransformerDecoder(0, N, F)
+        TransformerDecoder(0, num_heads=N, intermediate_dim=F)
     with pytest.raises(ValueError, match="`num_heads`"):
-        TransformerEncoder(2, 0, F)
+        TransformerEncoder(2, num_heads=0, intermediate_dim=F)
     x = rng.normal(size=(B, T, D)).astype("float32")
-    decoder = TransformerDecoder(L, N, F)
+    decoder = TransformerDecoder(L, num_heads=N, intermediate_dim=F)
     decoder(x)
     with pytest.raises(ValueError, match="`cache`"):
         decoder(
@@ -70,7 +74,7 @@ def test_stack_bad_arguments(rng):
     with pytest.raises(ValueError, match="`cache_update_index`"):
         decoder(x[:, :1], cache_update_index=0)
     with pytest.raises(ValueError, match="`decoder_sequence`"):
-        TransformerDecoder(L, 3, F)(x)
+        TransformerDecoder(L, num_heads=3, intermediate_dim=F)(x)
     keras.backend.clear_session()
 
 
@@ -99,7 +103,7 @@ def test_summary_of_a_model_with_every_attention_layer():
 
 def test_cache_prefill_then_single_steps_equal_full_pass(rng):
     x = rng.normal(size=(B, T, D)).astype("float32")
-    decoder = TransformerDecoder(L, N, F, dropout=0.0)
+    decoder = TransformerDecoder(L, num_heads=N, intermediate_dim=F, dropout=0.0)
     full = ops.convert_to_numpy(decoder(x))
     cache = decoder.init_cache(B, T + 2)
     y, cache = decoder(x[:, :3], cache=cache, cache_update_index=0)
@@ -127,7 +131,7 @@ def test_compiled_decoding_loop_updates_the_cache_in_place(optimized_hlo):
     layer's slice of the stack was copied out at every step while the new
     entries were read back out of the layers' updated caches)."""
     batch, steps = 4, 16
-    decoder = TransformerDecoder(L, N, F, dropout=0.0)
+    decoder = TransformerDecoder(L, num_heads=N, intermediate_dim=F, dropout=0.0)
     decoder.build((batch, 1, D))
 
     def generate(x):

@@ -179,10 +179,16 @@ def test_layers_check_the_fused_options_at_construction():
     with pytest.raises(ValueError, match="must be 'auto' or 'fused'"):
         ka.layers.MultiHeadAttention(2, 4, attention_impl="dense", flash_attention=True)
     with pytest.raises(ValueError, match="Dropout is not supported"):
-        ka.layers.TransformerEncoderBlock(2, 8, dropout=0.1, attention_impl="fused")
+        ka.layers.TransformerEncoderBlock(
+            num_heads=2, intermediate_dim=8, dropout=0.1, attention_impl="fused"
+        )
     # The block's residual dropout stays; only the attention's must be 0.
     block = ka.layers.TransformerEncoderBlock(
-        2, 8, dropout=0.1, attention_dropout=0.0, attention_impl="fused"
+        num_heads=2,
+        intermediate_dim=8,
+        dropout=0.1,
+        attention_dropout=0.0,
+        attention_impl="fused",
     )
     assert block.attention_impl == "fused"
     with pytest.raises(ValueError, match="Dropout is not supported"):

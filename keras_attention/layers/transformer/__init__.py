@@ -7,7 +7,8 @@ modifiers, RoPE, caches, the dense/chunked/fused kernels of
 `MultiHeadSelfAttention` fuses the Q/K/V projection. The blocks
 (`TransformerEncoderBlock`, `TransformerDecoderBlock`) and stacks
 (`TransformerEncoder`, `TransformerDecoder`) are drop-ins for keras-hub's
-and share their scaffolding in `transformer_layer_utils.py`;
+and share their base classes, `TransformerBlockBase` in `block_base.py`
+and `TransformerStackBase` in `stack_base.py`;
 `SinusoidalPositionEncoding` and `PositionEmbedding` add positions
 (Vaswani et al. 2017).
 """

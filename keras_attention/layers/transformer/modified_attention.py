@@ -1,5 +1,10 @@
 """What `MultiHeadAttention` adds to Keras' layer for the open attention core:
-grouped key/value heads, rotary positions and score/mask modifiers."""
+grouped key/value heads, rotary positions and score/mask modifiers.
+
+The checks and config of these arguments are plain functions
+(`checked_open_core_arguments`, `open_core_config`, `uses_open_core`), so
+that the Transformer blocks, which take the same arguments for their
+attention, use them too."""
 
 import keras
 from keras import ops
@@ -35,53 +40,95 @@ def _nested_layers(modifier):
     return found
 
 
+# The open core's constructor arguments, shared by the attention layers,
+# the Transformer blocks and their stacks.
+OPEN_CORE_ARGS = (
+    "num_key_value_heads",
+    "score_modifier",
+    "mask_modifier",
+    "rope_max_wavelength",
+    "rope_scaling_factor",
+)
+
+
+def checked_open_core_arguments(
+    num_heads,
+    key_dim,
+    num_key_value_heads,
+    score_modifier,
+    mask_modifier,
+    rope_max_wavelength,
+    rope_scaling_factor,
+):
+    """The `OPEN_CORE_ARGS` as a dict, checked against `num_heads` and
+    `key_dim` (`None` when not known yet: an odd head size with RoPE then
+    fails at build time), the modifiers deserialized."""
+    check_positive_int("num_key_value_heads", num_key_value_heads, allow_none=True)
+    if num_key_value_heads is not None and num_heads % num_key_value_heads:
+        raise ValueError(
+            "`num_key_value_heads` must divide `num_heads`. Received: "
+            f"num_heads={num_heads}, num_key_value_heads={num_key_value_heads}"
+        )
+    check_positive_int("rope_max_wavelength", rope_max_wavelength, allow_none=True)
+    if rope_max_wavelength is not None and key_dim is not None and key_dim % 2:
+        raise ValueError(
+            "Rotary embedding needs an even `key_dim` (it rotates pairs of "
+            f"features). Received: key_dim={key_dim}"
+        )
+    if not isinstance(rope_scaling_factor, (int, float)) or rope_scaling_factor <= 0:
+        raise ValueError(
+            "`rope_scaling_factor` must be a positive number. Received: "
+            f"rope_scaling_factor={rope_scaling_factor!r}"
+        )
+    score_modifier, mask_modifier = map(deserialize, (score_modifier, mask_modifier))
+    _check_modifier("score_modifier", score_modifier)
+    _check_modifier("mask_modifier", mask_modifier)
+    return dict(
+        num_key_value_heads=num_key_value_heads,
+        score_modifier=score_modifier,
+        mask_modifier=mask_modifier,
+        rope_max_wavelength=rope_max_wavelength,
+        rope_scaling_factor=float(rope_scaling_factor),
+    )
+
+
+def open_core_config(layer):
+    """The `OPEN_CORE_ARGS` of `layer` (an attention layer or a block) as
+    `get_config` entries."""
+    return {
+        "num_key_value_heads": layer.num_key_value_heads,
+        "score_modifier": serialize(layer.score_modifier),
+        "mask_modifier": serialize(layer.mask_modifier),
+        "rope_max_wavelength": layer.rope_max_wavelength,
+        "rope_scaling_factor": layer.rope_scaling_factor,
+    }
+
+
+def uses_open_core(layer):
+    """Whether `layer` (an attention layer or a block) uses anything that
+    Keras' and keras-hub's layers do not have."""
+    return (
+        layer.num_key_value_heads not in (None, layer.num_heads)
+        or layer.score_modifier is not None
+        or layer.mask_modifier is not None
+        or layer.rope_max_wavelength is not None
+    )
+
+
 class ModifiedAttentionMixin:
     """Mixed into `MultiHeadAttention` (before Keras' layer)."""
 
-    def _init_modifiers(
-        self,
-        num_key_value_heads,
-        score_modifier,
-        mask_modifier,
-        rope_max_wavelength,
-        rope_scaling_factor,
-    ):
-        check_positive_int("num_key_value_heads", num_key_value_heads, allow_none=True)
-        if num_key_value_heads is not None and self._num_heads % num_key_value_heads:
-            raise ValueError(
-                "`num_key_value_heads` must divide `num_heads`. Received: "
-                f"num_heads={self._num_heads}, "
-                f"num_key_value_heads={num_key_value_heads}"
-            )
-        check_positive_int("rope_max_wavelength", rope_max_wavelength, allow_none=True)
-        if rope_max_wavelength is not None and self._key_dim % 2:
-            raise ValueError(
-                "Rotary embedding needs an even `key_dim` (it rotates pairs of "
-                f"features). Received: key_dim={self._key_dim}"
-            )
-        if (
-            not isinstance(rope_scaling_factor, (int, float))
-            or rope_scaling_factor <= 0
-        ):
-            raise ValueError(
-                "`rope_scaling_factor` must be a positive number. Received: "
-                f"rope_scaling_factor={rope_scaling_factor!r}"
-            )
-        score_modifier, mask_modifier = map(
-            deserialize, (score_modifier, mask_modifier)
+    def _init_modifiers(self, **open_core_arguments):
+        checked = checked_open_core_arguments(
+            self._num_heads, self._key_dim, **open_core_arguments
         )
-        _check_modifier("score_modifier", score_modifier)
-        _check_modifier("mask_modifier", mask_modifier)
-        self.num_key_value_heads = num_key_value_heads
-        self.score_modifier = score_modifier
-        self.mask_modifier = mask_modifier
-        self.rope_max_wavelength = rope_max_wavelength
-        self.rope_scaling_factor = float(rope_scaling_factor)
+        for name, value in checked.items():
+            setattr(self, name, value)
         # Layers inside composite modifiers (a `RelativePositionBias` in a
         # `ScoreChain`), tracked so that they are built, saved and trained.
         self._nested_modifier_layers = [
             layer
-            for modifier in (score_modifier, mask_modifier)
+            for modifier in (self.score_modifier, self.mask_modifier)
             for layer in _nested_layers(modifier)
             if layer is not modifier
         ]
@@ -90,23 +137,6 @@ class ModifiedAttentionMixin:
     def _kv_heads(self):
         """`G`, the number of key/value heads."""
         return self.num_key_value_heads or self._num_heads
-
-    def _uses_open_core(self):
-        return (
-            self._kv_heads != self._num_heads
-            or self.score_modifier is not None
-            or self.mask_modifier is not None
-            or self.rope_max_wavelength is not None
-        )
-
-    def _modifier_config(self):
-        return {
-            "num_key_value_heads": self.num_key_value_heads,
-            "score_modifier": serialize(self.score_modifier),
-            "mask_modifier": serialize(self.mask_modifier),
-            "rope_max_wavelength": self.rope_max_wavelength,
-            "rope_scaling_factor": self.rope_scaling_factor,
-        }
 
     def _overrides_compute_attention(self):
         """Whether a subclass replaced `_compute_attention` (Keras' hook).
@@ -119,7 +149,7 @@ class ModifiedAttentionMixin:
 
     def _check_modifier_layout(self):
         """Called once built: the open core runs on this package's kernels."""
-        if not self._uses_open_core():
+        if not uses_open_core(self):
             return
         overridden = self._overrides_compute_attention()
         keras_path = not self._sequence_attention
@@ -132,11 +162,11 @@ class ModifiedAttentionMixin:
             )
 
     def _check_keras_expressible(self):
-        if self._uses_open_core():
+        if uses_open_core(self):
             raise ValueError(
                 "keras.layers.MultiHeadAttention has no grouped key/value heads, "
                 "modifiers or rotary embedding, so this layer cannot be "
-                f"converted. Received: {self._modifier_config()}"
+                f"converted. Received: {open_core_config(self)}"
             )
 
     def _build_score_modifier(self):

@@ -7,7 +7,9 @@ from keras_attention.keras_compat import first_mask
 from keras_attention.keras_compat import trace_output_spec
 from keras_attention.layers.fine_tuning import FineTuningMixin
 from keras_attention.layers.results import LayerResult
+from keras_attention.layers.transformer.modified_attention import OPEN_CORE_ARGS
 from keras_attention.layers.transformer.modified_attention import ModifiedAttentionMixin
+from keras_attention.layers.transformer.modified_attention import open_core_config
 from keras_attention.ops.cache import cache_entries
 from keras_attention.ops.dispatch import check_fused_options
 from keras_attention.validation import check_cache
@@ -262,11 +264,11 @@ class MultiHeadAttention(
             self._flash_attention = False
         self.attention_impl = attention_impl
         self._init_modifiers(
-            num_key_value_heads,
-            score_modifier,
-            mask_modifier,
-            rope_max_wavelength,
-            rope_scaling_factor,
+            num_key_value_heads=num_key_value_heads,
+            score_modifier=score_modifier,
+            mask_modifier=mask_modifier,
+            rope_max_wavelength=rope_max_wavelength,
+            rope_scaling_factor=rope_scaling_factor,
         )
 
     # -- build -------------------------------------------------------------
@@ -362,7 +364,7 @@ class MultiHeadAttention(
         self._check_keras_expressible()
         config = self.get_config()
         config.pop("attention_impl")
-        for name in self._modifier_config():
+        for name in OPEN_CORE_ARGS:
             config.pop(name)
         layer = keras.layers.MultiHeadAttention.from_config(config)
         layer.build(**self._build_shapes_dict)
@@ -670,6 +672,6 @@ class MultiHeadAttention(
             # Keras' config leaves it out; it is a constructor argument.
             "flash_attention": self._flash_attention,
             "attention_impl": self.attention_impl,
-            **self._modifier_config(),
+            **open_core_config(self),
             "dtype": self._dtype_config(),
         }

@@ -3,15 +3,13 @@ from keras import ops
 
 from keras_attention import ops as ka_ops
 from keras_attention.layers.results import LayerResult
+from keras_attention.layers.transformer.block_base import DecoderCaches
+from keras_attention.layers.transformer.block_base import DecoderMasks
+from keras_attention.layers.transformer.sequence_layer import head_size
+from keras_attention.layers.transformer.stack_base import TransformerStackBase
 from keras_attention.layers.transformer.transformer_decoder_block import (
     TransformerDecoderBlock,
 )
-from keras_attention.layers.transformer.transformer_layer_utils import DecoderCaches
-from keras_attention.layers.transformer.transformer_layer_utils import DecoderMasks
-from keras_attention.layers.transformer.transformer_layer_utils import (
-    TransformerStackBase,
-)
-from keras_attention.layers.transformer.transformer_layer_utils import head_size
 from keras_attention.validation import check_shape
 
 

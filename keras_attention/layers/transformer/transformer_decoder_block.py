@@ -1,11 +1,9 @@
 import keras
 
 from keras_attention.layers.results import LayerResult
-from keras_attention.layers.transformer.transformer_layer_utils import DecoderCaches
-from keras_attention.layers.transformer.transformer_layer_utils import DecoderMasks
-from keras_attention.layers.transformer.transformer_layer_utils import (
-    TransformerBlockBase,
-)
+from keras_attention.layers.transformer.block_base import DecoderCaches
+from keras_attention.layers.transformer.block_base import DecoderMasks
+from keras_attention.layers.transformer.block_base import TransformerBlockBase
 from keras_attention.validation import check_attention_mask
 from keras_attention.validation import check_cache
 from keras_attention.validation import check_mask
@@ -23,7 +21,8 @@ class TransformerDecoderBlock(TransformerBlockBase):
     (decoder-only, GPT style). `key_dim = D // num_heads`.
 
     A drop-in for `keras_hub.layers.TransformerDecoder`: the same arguments
-    (pass them by name: `num_heads` comes first here), defaults, call
+    by name (`num_heads` and `intermediate_dim` are keyword only, as in
+    `TransformerEncoderBlock`), defaults, call
     arguments (`self_attention_cache_update_index`, ...), sublayer names and
     outputs; it differs in the fused self-attention Q/K/V projection and in
     giving padded queries a zero attention output, and adds

@@ -2,12 +2,10 @@ import keras
 from keras import ops
 
 from keras_attention.layers.results import LayerResult
+from keras_attention.layers.transformer.block_base import EncoderCallMixin
+from keras_attention.layers.transformer.stack_base import TransformerStackBase
 from keras_attention.layers.transformer.transformer_encoder_block import (
     TransformerEncoderBlock,
-)
-from keras_attention.layers.transformer.transformer_layer_utils import EncoderCallMixin
-from keras_attention.layers.transformer.transformer_layer_utils import (
-    TransformerStackBase,
 )
 
 
@@ -22,9 +20,11 @@ class TransformerEncoder(EncoderCallMixin, TransformerStackBase):
     `inputs` (see `SinusoidalPositionEncoding`).
 
     Args:
-        num_layers: number of blocks.
-        num_heads, intermediate_dim, dropout, attention_dropout: as
+        num_layers: number of blocks (the one argument that may come by
+            position).
+        num_heads, intermediate_dim: keyword only, as in
             `TransformerEncoderBlock`.
+        dropout, attention_dropout: as `TransformerEncoderBlock`.
         activation, normalize_first, layer_norm_epsilon: as
             `TransformerEncoderBlock`.
         kernel_initializer, bias_initializer, seed, attention_impl: as

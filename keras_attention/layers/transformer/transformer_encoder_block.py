@@ -1,10 +1,8 @@
 import keras
 
 from keras_attention.layers.results import LayerResult
-from keras_attention.layers.transformer.transformer_layer_utils import EncoderCallMixin
-from keras_attention.layers.transformer.transformer_layer_utils import (
-    TransformerBlockBase,
-)
+from keras_attention.layers.transformer.block_base import EncoderCallMixin
+from keras_attention.layers.transformer.block_base import TransformerBlockBase
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -18,9 +16,11 @@ class TransformerEncoderBlock(EncoderCallMixin, TransformerBlockBase):
     The attention is `MultiHeadSelfAttention` with `key_dim = D // num_heads`.
 
     A drop-in for `keras_hub.layers.TransformerEncoder`: the same arguments
-    (pass them by name: the first two positional ones are in the other
-    order, `num_heads` first as in `keras.layers.MultiHeadAttention`), the
-    same defaults, call arguments, sublayer names and outputs. It differs in
+    by name (`num_heads` and `intermediate_dim` are keyword only: keras-hub
+    takes them by position as `(intermediate_dim, num_heads)`, Keras'
+    attention puts `num_heads` first, so a positional call raises a
+    `TypeError`), the same defaults, call arguments, sublayer names and
+    outputs. It differs in
     the fused Q/K/V projection (4 attention weights instead of 8) and in
     giving padded queries a zero attention output.
 

@@ -4,5 +4,6 @@
 Transformer block across depth, add the timestep signal at every step and
 halt each position with Adaptive Computation Time (Dehghani et al. 2019;
 Graves 2016); the recurrence and the halting live in
-`universal_transformer_utils.py` and `keras_attention.ops.act`.
+`universal_base.py` (`UniversalTransformerBase`) and
+`keras_attention.ops.act`.
 """

@@ -1,14 +1,12 @@
 import keras
 from keras import ops
 
+from keras_attention.layers.transformer.block_base import DecoderCaches
+from keras_attention.layers.transformer.block_base import DecoderMasks
 from keras_attention.layers.transformer.transformer_decoder_block import (
     TransformerDecoderBlock,
 )
-from keras_attention.layers.transformer.transformer_layer_utils import DecoderCaches
-from keras_attention.layers.transformer.transformer_layer_utils import DecoderMasks
-from keras_attention.layers.universal.universal_transformer_utils import (
-    UniversalTransformerBase,
-)
+from keras_attention.layers.universal.universal_base import UniversalTransformerBase
 from keras_attention.ops.cache import write_cache_entries
 from keras_attention.validation import check_cache
 

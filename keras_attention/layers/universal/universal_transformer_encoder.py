@@ -1,14 +1,10 @@
 import keras
 
+from keras_attention.layers.transformer.sequence_layer import filled_padding_mask
 from keras_attention.layers.transformer.transformer_encoder_block import (
     TransformerEncoderBlock,
 )
-from keras_attention.layers.transformer.transformer_layer_utils import (
-    filled_padding_mask,
-)
-from keras_attention.layers.universal.universal_transformer_utils import (
-    UniversalTransformerBase,
-)
+from keras_attention.layers.universal.universal_base import UniversalTransformerBase
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

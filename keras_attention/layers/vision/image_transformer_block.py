@@ -99,7 +99,9 @@ class ImageTransformerBlock(keras.layers.Layer):
         self.causal = bool(causal)
         self._make_mask_modifier(1)  # checks query_block and memory_flange
         # A block made now checks the other arguments and holds their config.
-        template = TransformerDecoderBlock(num_heads, intermediate_dim, **kwargs)
+        template = TransformerDecoderBlock(
+            num_heads=num_heads, intermediate_dim=intermediate_dim, **kwargs
+        )
         self._block_kwargs = template.get_config()
         for key in ("name", "trainable", "dtype", "mask_modifier"):
             self._block_kwargs.pop(key, None)

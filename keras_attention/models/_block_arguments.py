@@ -1,9 +1,7 @@
-"""What `Transformer` and `ImageTransformer` share (private).
-
-Their Transformer-block arguments, checked, kept as attributes, passed to
-their stacks and saved in their configs in one place, so the two models
-cannot drift apart (a new block argument is added here once); and their
-compiled decoding loop."""
+"""The Transformer-block arguments of `Transformer` and `ImageTransformer`
+(private): checked, kept as attributes, passed to their stacks and saved in
+their configs in one place, so the two models cannot drift apart (a new
+block argument is added here once)."""
 
 import keras
 
@@ -66,27 +64,3 @@ def block_config(model):
     config.update({name: getattr(model, name) for name in BLOCK_ARGUMENTS})
     config["activation"] = keras.activations.serialize(model.activation)
     return config
-
-
-def run_compiled(functions, args, loop, inputs, seed, use_jax=False):
-    """`loop(inputs, seed, *args)`, compiled once per `args` and kept in
-    `functions`: with XLA through `tf.function` on TensorFlow (and with
-    `jax.jit` on JAX when `use_jax`); eagerly elsewhere. The seed is an
-    input, so a new seed does not retrace."""
-    backend = keras.config.backend()
-    if args not in functions and backend == "tensorflow":
-        import tensorflow as tf
-
-        functions[args] = tf.function(
-            lambda inputs, seed: loop(inputs, seed, *args),
-            jit_compile=True,
-            reduce_retracing=True,
-            autograph=False,  # keras.ops code: nothing to convert
-        )
-    elif args not in functions and backend == "jax" and use_jax:
-        import jax
-
-        functions[args] = jax.jit(lambda inputs, seed: loop(inputs, seed, *args))
-    if args not in functions:
-        return loop(inputs, seed, *args)
-    return functions[args](inputs, seed)

@@ -1,4 +1,6 @@
-"""Scaffolding shared by the Transformer blocks and stacks (private)."""
+"""`TransformerBlockBase`: what the encoder and decoder blocks share
+(private), with the call conventions of the blocks that their stacks keep
+(`EncoderCallMixin`, `DecoderMasks`, `DecoderCaches`)."""
 
 from typing import Any
 from typing import NamedTuple
@@ -7,19 +9,23 @@ import keras
 
 from keras_attention.initializers import fresh_initializer
 from keras_attention.keras_compat import first_mask
-from keras_attention.keras_compat import trace_output_spec
 from keras_attention.layers.fine_tuning import FineTuningMixin
-from keras_attention.layers.transformer.modified_attention import ModifiedAttentionMixin
+from keras_attention.layers.transformer.modified_attention import (
+    checked_open_core_arguments,
+)
+from keras_attention.layers.transformer.modified_attention import open_core_config
+from keras_attention.layers.transformer.modified_attention import uses_open_core
 from keras_attention.layers.transformer.multi_head_attention import MultiHeadAttention
 from keras_attention.layers.transformer.multi_head_self_attention import (
     MultiHeadSelfAttention,
 )
+from keras_attention.layers.transformer.sequence_layer import SequenceLayerMixin
+from keras_attention.layers.transformer.sequence_layer import filled_padding_mask
+from keras_attention.layers.transformer.sequence_layer import head_size
+from keras_attention.layers.transformer.sequence_layer import offset_seed
 from keras_attention.ops import check_attention_impl
 from keras_attention.ops.dispatch import check_fused_options
-from keras_attention.validation import check_attention_mask
-from keras_attention.validation import check_mask
 from keras_attention.validation import check_positive_int
-from keras_attention.validation import check_rank
 from keras_attention.validation import check_rate
 from keras_attention.validation import get_activation
 from keras_attention.validation import get_initializer
@@ -29,37 +35,40 @@ from keras_attention.validation import get_initializer
 _SELF_ATTENTION, _CROSS_ATTENTION, _FEEDFORWARD = 0, 10, 20
 
 
-def head_size(name, shape, num_heads):
-    """`key_dim = width // num_heads`; ValueError unless it divides."""
-    check_rank(name, tuple(shape), 3)
-    width = shape[-1]
-    if width is None or width % num_heads:
-        raise ValueError(
-            f"The width of `{name}` must be known and divisible by "
-            f"`num_heads`={num_heads}. Received: {name}.shape={tuple(shape)}"
-        )
-    return width // num_heads
+# The arguments keras-hub's blocks take under the same names and meanings.
+_KERAS_HUB_ARGS = (
+    "intermediate_dim",
+    "num_heads",
+    "dropout",
+    "activation",
+    "layer_norm_epsilon",
+    "kernel_initializer",
+    "bias_initializer",
+    "normalize_first",
+)
 
 
-def check_self_attention_masks(inputs, padding_mask, attention_mask, heads, prefix):
-    """`{prefix}padding_mask` `(B, T)` and `{prefix}attention_mask` (`(T, T)`,
-    `(B, T, T)` or `(B, N, T, T)`) of a self-attention over `inputs`."""
-    batch, length = inputs.shape[0], inputs.shape[1]
-    if padding_mask is not None:
-        check_mask(f"{prefix}padding_mask", padding_mask, (batch, length))
-    if attention_mask is not None:
-        check_attention_mask(
-            f"{prefix}attention_mask", attention_mask, batch, heads, length, length
-        )
+def reject_positional_heads(cls, args, positional=()):
+    """A `TypeError` when `num_heads` or `intermediate_dim` came by position.
 
-
-def filled_padding_mask(inputs, padding_mask, attention_mask, num_heads):
-    """The `padding_mask` of an encoder-style call (the block, the stack,
-    the Universal Transformer), filled from the Keras mask of `inputs` and
-    checked with `attention_mask` under the caller's names."""
-    padding_mask = first_mask(padding_mask, inputs)
-    check_self_attention_masks(inputs, padding_mask, attention_mask, num_heads, "")
-    return padding_mask
+    keras-hub's blocks take `(intermediate_dim, num_heads, ...)` and Keras'
+    attention `(num_heads, key_dim, ...)`: a positional call cannot mean
+    the same in both, so this package takes the two by keyword only.
+    `positional` names the arguments that may come first (a stack's
+    `num_layers`).
+    """
+    if len(args) <= len(positional):
+        return
+    first = "".join(f"{name}, " for name in positional)
+    raise TypeError(
+        f"`{cls.__name__}` takes `num_heads` and `intermediate_dim` by "
+        f"keyword only: {cls.__name__}({first}num_heads=..., "
+        "intermediate_dim=..., ...). keras_hub.layers.TransformerEncoder and "
+        "TransformerDecoder take them by position in the other order, "
+        "(intermediate_dim, num_heads, ...), so a positional call would mean "
+        "different things in the two libraries. Received: positional "
+        f"arguments {tuple(args)!r}"
+    )
 
 
 class EncoderCallMixin:
@@ -116,29 +125,6 @@ class DecoderCaches(NamedTuple):
     cross_attention_update_index: Any = None
 
 
-def offset_seed(seed, offset):
-    """Distinct but reproducible seeds for the sublayers of one block."""
-    return None if seed is None else seed + offset
-
-
-class SequenceLayerMixin:
-    """The shape, mask and spec rules of a layer whose output is its first
-    input's shape, with that input's Keras mask (private)."""
-
-    def compute_mask(self, inputs, previous_mask=None):
-        return previous_mask
-
-    def compute_output_shape(self, *shapes, **named_shapes):
-        # The output has the shape of the first input (`inputs` or
-        # `decoder_sequence`), however the shapes are passed (Keras'
-        # `summary` passes the build shapes by name).
-        return (list(shapes) + list(named_shapes.values()))[0]
-
-    def compute_output_spec(self, *args, **kwargs):
-        # Traced from `call`: the weights and caches when asked for.
-        return trace_output_spec(self, *args, **kwargs)
-
-
 class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Layer):
     """What the encoder and decoder blocks share (private base class).
 
@@ -151,8 +137,15 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
     residual connection. The blocks differ only in cross-attention.
     """
 
+    def __new__(cls, *args, **kwargs):
+        # Before Python binds `__init__`'s arguments, so that a positional
+        # call fails with the reason rather than a missing keyword.
+        reject_positional_heads(cls, args)
+        return super().__new__(cls, **kwargs)
+
     def __init__(
         self,
+        *,
         num_heads,
         intermediate_dim,
         dropout=0.0,
@@ -194,17 +187,17 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
         self.attention_impl = attention_impl
         # Checked as the attention layer checks them (`key_dim` is known
         # only at build time: an odd head size with RoPE fails there).
-        checked = _HeadCount(num_heads)
-        ModifiedAttentionMixin._init_modifiers(
-            checked,
-            num_key_value_heads,
-            score_modifier,
-            mask_modifier,
-            rope_max_wavelength,
-            rope_scaling_factor,
+        checked = checked_open_core_arguments(
+            num_heads,
+            None,
+            num_key_value_heads=num_key_value_heads,
+            score_modifier=score_modifier,
+            mask_modifier=mask_modifier,
+            rope_max_wavelength=rope_max_wavelength,
+            rope_scaling_factor=rope_scaling_factor,
         )
-        for name in _OPEN_CORE_ARGS:
-            setattr(self, name, getattr(checked, name))
+        for name, value in checked.items():
+            setattr(self, name, value)
         self.supports_masking = True
 
     @property
@@ -357,11 +350,11 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
         `keras_hub`; the fused Q/K/V weights are split)."""
         import keras_hub
 
-        if ModifiedAttentionMixin._uses_open_core(self._self_attention_layer):
+        if uses_open_core(self):
             raise ValueError(
                 "keras-hub's blocks have no grouped key/value heads, modifiers "
                 "or rotary embedding, so this block cannot be converted. "
-                f"Received: {ModifiedAttentionMixin._modifier_config(self)}"
+                f"Received: {open_core_config(self)}"
             )
         if self.attention_dropout not in (None, self.dropout):
             raise ValueError(
@@ -412,101 +405,6 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             "seed": self.seed,
             "attention_impl": self.attention_impl,
-            **ModifiedAttentionMixin._modifier_config(self),
+            **open_core_config(self),
             "dtype": self._dtype_config(),
         }
-
-
-# The arguments keras-hub's blocks take under the same names and meanings.
-_KERAS_HUB_ARGS = (
-    "intermediate_dim",
-    "num_heads",
-    "dropout",
-    "activation",
-    "layer_norm_epsilon",
-    "kernel_initializer",
-    "bias_initializer",
-    "normalize_first",
-)
-
-_OPEN_CORE_ARGS = (
-    "num_key_value_heads",
-    "score_modifier",
-    "mask_modifier",
-    "rope_max_wavelength",
-    "rope_scaling_factor",
-)
-
-
-class _HeadCount:
-    """What `ModifiedAttentionMixin._init_modifiers` reads of its layer, for
-    checking a block's arguments before its attention exists."""
-
-    def __init__(self, num_heads):
-        self._num_heads = num_heads
-        self._key_dim = 2  # the head size is checked at build time
-
-
-class TransformerStackBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Layer):
-    """What the encoder and decoder stacks share (private base class):
-    `num_layers` blocks of `block_class` with the same arguments, each with
-    initializers and dropout seeds of its own, and a final LayerNorm after
-    a pre-LN stack (pre-LN blocks leave their output unnormalized)."""
-
-    block_class = None
-
-    def __init__(self, num_layers, num_heads, intermediate_dim, **kwargs):
-        base = {k: kwargs.pop(k) for k in _BASE_LAYER_ARGS if k in kwargs}
-        super().__init__(**base)
-        check_positive_int("num_layers", num_layers)
-        self.num_layers = num_layers
-        # One block made first validates the arguments and holds the config.
-        template = self.block_class(num_heads, intermediate_dim, **kwargs)
-        self._block_kwargs = template.get_config()
-        for key in ("name", "trainable", "dtype"):
-            self._block_kwargs.pop(key, None)
-        for key, value in self._block_kwargs.items():
-            setattr(self, key, value)
-        self.activation = template.activation
-        self.kernel_initializer = template.kernel_initializer
-        self.bias_initializer = template.bias_initializer
-        self.supports_masking = True
-        self.blocks = [self._make_block(i) for i in range(num_layers)]
-        self.final_norm = None
-        if self.normalize_first:
-            self.final_norm = keras.layers.LayerNormalization(
-                epsilon=self.layer_norm_epsilon,
-                dtype=self.dtype_policy,
-                name="final_norm",
-            )
-
-    @property
-    def kv_heads(self):
-        """The key/value heads of the blocks' attention (and caches)."""
-        return self.num_key_value_heads or self.num_heads
-
-    def _make_block(self, i):
-        kwargs = dict(self._block_kwargs)
-        # Offsets far from the blocks' own (see `fresh_initializer`), so
-        # that blocks of a stack made from a seeded initializer differ.
-        kwargs["kernel_initializer"] = fresh_initializer(
-            self.kernel_initializer, 1000 * (i + 1)
-        )
-        kwargs["bias_initializer"] = fresh_initializer(
-            self.bias_initializer, 1000 * (i + 1)
-        )
-        kwargs["seed"] = offset_seed(self.seed, 100 * i)
-        return self.block_class(**kwargs, dtype=self.dtype_policy, name=f"block_{i}")
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            **self._block_kwargs,
-            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-            "num_layers": self.num_layers,
-            "dtype": self._dtype_config(),
-        }
-
-
-_BASE_LAYER_ARGS = ("name", "dtype", "trainable", "autocast")

@@ -14,11 +14,9 @@ from keras import ops
 from keras_attention.initializers import fresh_initializer
 from keras_attention.layers.fine_tuning import FineTuningMixin
 from keras_attention.layers.results import LayerResult
+from keras_attention.layers.transformer.sequence_layer import SequenceLayerMixin
 from keras_attention.layers.transformer.sinusoidal_position_encoding import (
     SinusoidalPositionEncoding,
-)
-from keras_attention.layers.transformer.transformer_layer_utils import (
-    SequenceLayerMixin,
 )
 from keras_attention.ops.act import halting_step
 from keras_attention.ops.act import initial_halting_state
@@ -110,7 +108,11 @@ class UniversalTransformerBase(SequenceLayerMixin, FineTuningMixin, keras.layers
         self.max_wavelength = max_wavelength
         # The block checks (and keeps the config of) its own arguments.
         self.block = self.block_class(
-            num_heads, intermediate_dim, **kwargs, dtype=self.dtype_policy, name="block"
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            **kwargs,
+            dtype=self.dtype_policy,
+            name="block",
         )
         self._block_kwargs = self.block.get_config()
         for key in ("name", "trainable", "dtype"):
