@@ -15,7 +15,7 @@ from keras_attention.layers.transformer.multi_head_self_attention import (
     MultiHeadSelfAttention,
 )
 from keras_attention.ops import check_attention_impl
-from keras_attention.ops.dispatch import check_fused_options
+from keras_attention.ops.dispatch.attention_plan import check_fused_options
 from keras_attention.validation import check_attention_mask
 from keras_attention.validation import check_mask
 from keras_attention.validation import check_positive_int
