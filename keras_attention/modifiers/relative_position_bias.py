@@ -112,6 +112,6 @@ class RelativePositionBias(keras.layers.Layer):
 
 def _one_index_per_head(head):
     """Whether `head` is shaped `(1, N, 1, 1)`, as the attention layers and
-    ops pass it (`ops.modifiers.position_indices`)."""
+    ops pass it (`ops.modifier_calls.position_indices`)."""
     shape = tuple(head.shape)
     return len(shape) == 4 and shape[0] == shape[2] == shape[3] == 1
