@@ -1,10 +1,10 @@
 """`multi_head_attention`: the one entry point of the layers, on three paths.
 
-It asks the dispatch for a plan (`keras_attention.ops.dispatch.attention_plan.
-plan_attention`), records it (`recording_attention_plans`) and runs the
-path the plan names: dense (`attention.dot_product_attention`), chunked
-(`chunked_attention.chunked_attention`), fused (`fused_attention.
-fused_attention`), or, for a TensorFlow graph traced with an unknown
+The top of `ops`: it asks the dispatch for a plan (`ops/dispatch/`:
+`plan_attention`), records it (`recording_attention_plans`) and runs the
+path the plan names: dense (`ops/dense/`: `dot_product_attention`),
+chunked (`ops/chunked/`: `chunked_attention`), fused (`ops/fused/`:
+`fused_attention`), or, for a TensorFlow graph traced with an unknown
 length, dense or chunked chosen when the graph runs (`_runtime_choice`).
 """
 

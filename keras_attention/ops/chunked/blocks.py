@@ -5,7 +5,7 @@
 keys each query may see (padding, causal, window, explicit mask, mask
 modifier) and which blocks can be skipped or computed without a mask;
 `to_blocks` / `from_blocks` move between `(B, L, N, H)` tensors and their
-blocks. The kernels (`chunked_kernel.py`) only read it.
+blocks. The kernels (`kernel.py`) only read it.
 """
 
 from keras import ops
