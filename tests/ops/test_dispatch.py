@@ -173,7 +173,8 @@ def _tpu_plans():
 def test_no_plan_names_the_splash_kernel_that_the_code_refuses(tpu):
     # Keras 3.15's TPU splash path gives wrong results: no call is sent
     # there, so no plan (nor the table of kernels) may name it.
-    assert not any("splash" in name or "TPU" in k for name, k in _kernels())
+    kernels = dispatch.KERNELS.items()
+    assert not any("splash" in name or "TPU" in words for name, words in kernels)
     for got in _tpu_plans():
         assert got.impl != "fused" or got.flash_attention is False, got
         assert "splash" not in got.kernel, got
@@ -182,17 +183,12 @@ def test_no_plan_names_the_splash_kernel_that_the_code_refuses(tpu):
         plan("fused", *_shapes(512), dtype="bfloat16", flash_attention=True)
 
 
-def _kernels():
-    return list(dispatch.KERNELS.items())
-
-
 def _docstrings():
     """The docstrings that say what the fused path runs."""
     fused = importlib.import_module("keras_attention.ops.fused.fused_attention")
     fused_plan = importlib.import_module("keras_attention.ops.fused.fused_plan")
-    layer = ka.layers.MultiHeadAttention
     objects = {
-        "MultiHeadAttention": layer,
+        "MultiHeadAttention": ka.layers.MultiHeadAttention,
         "TransformerEncoderBlock": ka.layers.TransformerEncoderBlock,
         "Transformer": ka.models.Transformer,
         "ops.dispatch.attention_plan": dispatch,
@@ -211,9 +207,9 @@ def test_docstrings_claim_no_tpu_kernel_the_code_refuses(name):
     """Where a docstring names the TPU's splash kernel, it says why it is
     not used; none says the fused path runs a TPU kernel."""
     text = _docstrings()[name]
-    for paragraph in text.split(". "):
-        if "splash" in paragraph:
-            assert "wrong results" in paragraph, f"{name}: {paragraph!r}"
+    for sentence in text.split(". "):
+        if "splash" in sentence:
+            assert "wrong results" in sentence, f"{name}: {sentence!r}"
     assert "TPU's fused kernel" not in text and "TPU's kernel" not in text, name
     assert "GPU or TPU" not in text and "GPU's or TPU's" not in text, name
 
