@@ -1,4 +1,14 @@
-"""Pure `keras.ops` functions: the attention maths, written once."""
+"""Pure `keras.ops` functions: the attention maths, written once.
+
+Every public name is imported from here (`keras_attention.ops.X`); the
+files may move. Multi-head attention runs on three paths, each a
+subpackage (`dense/`, `chunked/`, `fused/`), chosen by `dispatch/`
+(`plan_attention`) and followed by `multi_head.py`
+(`multi_head_attention`); the modules beside them are the building blocks
+they share (masks, softmax, modifier calls, devices, loops) and the maths
+of the other layer families. Imports point down that list
+(docs/architecture.md).
+"""
 
 from keras_attention.ops.act import HaltingState
 from keras_attention.ops.act import halting_step
