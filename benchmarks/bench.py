@@ -93,8 +93,8 @@ import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
-from keras_attention.ops.block_plan import XLA_BLOCK  # noqa: E402
-from keras_attention.ops.block_plan import plan_blocks  # noqa: E402
+from keras_attention.ops.chunked.block_plan import XLA_BLOCK  # noqa: E402
+from keras_attention.ops.chunked.block_plan import plan_blocks  # noqa: E402
 
 GIB = 1024**3
 SECTIONS = (

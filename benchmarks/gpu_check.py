@@ -74,9 +74,10 @@ as skipped. Exit status 1 when a row failed or was skipped.
 
 This module parses the arguments, writes the report and runs the two
 sections, `benchmarks/gpu_layers.py` and `benchmarks/gpu_fit.py` (which
-also holds the entry of a fit path's process, `--fit-child`), imported as
-`benchmarks.*`: the repository root goes on `PYTHONPATH`, as below and in
-`gpu_check.sh`.
+also holds the entry of a fit path's process, `--fit-child`); the names
+all three share are in `benchmarks/gpu_common.py`, which imports none of
+them. They are imported as `benchmarks.*`: the repository root goes on
+`PYTHONPATH`, as below and in `gpu_check.sh`.
 
     KERAS_BACKEND=jax PYTHONPATH=. python benchmarks/gpu_check.py
     KERAS_BACKEND=jax PYTHONPATH=. python benchmarks/gpu_check.py --smoke
@@ -85,7 +86,6 @@ also holds the entry of a fit path's process, `--fit-child`), imported as
 """
 
 import argparse
-import collections
 import json
 import os
 import platform
@@ -94,21 +94,21 @@ import sys
 import time
 import traceback
 
+from benchmarks import gpu_fit
+from benchmarks import gpu_layers
+from benchmarks.gpu_common import CANDIDATES
+from benchmarks.gpu_common import DRIVER
+from benchmarks.gpu_common import FIT_MODELS
+from benchmarks.gpu_common import short_error
+
 os.environ.setdefault("KERAS_BACKEND", "jax")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-DRIVER = os.path.abspath(__file__)  # a fit path's process runs it again
 ROOT = os.path.dirname(os.path.dirname(DRIVER))
 SECTIONS = ("layers", "fit")
-CANDIDATES = ("ours", "keras", "op")
 DTYPES = ("bfloat16", "float16", "float32")
 FIT_PATHS = ("auto", "fused", "dense", "chunked")
 DEFAULT_BUNDLE = os.path.join(ROOT, ".gpu", "multi30k_de_en.npz")
-# The model of examples/nlp/nmt_transformer.py, and a tiny one for --smoke.
-FIT_MODELS = {
-    "multi30k": dict(hidden_dim=256, num_heads=8, intermediate_dim=512, num_layers=3),
-    "tiny": dict(hidden_dim=32, num_heads=2, intermediate_dim=64, num_layers=1),
-}
 BUDGETS = {"layers": 150.0, "fit": 100.0}  # default --budget-s, per section
 REPORTED_ENV = (
     "XLA_FLAGS",
@@ -280,29 +280,6 @@ def parse_args(argv=None):
 # -- the report and timing helpers ---------------------------------------------
 
 
-def spread(values, scale=1e3, digits=3):
-    """`(median, "median (min-max)")` of seconds, in milliseconds."""
-    values = sorted(values)
-    median = values[len(values) // 2]
-    if len(values) % 2 == 0:
-        median = (values[len(values) // 2 - 1] + median) / 2
-    return median, (
-        f"{median * scale:.{digits}g} "
-        f"({values[0] * scale:.{digits}g}-{values[-1] * scale:.{digits}g})"
-    )
-
-
-def median(values):
-    return spread(values)[0] if values else float("nan")
-
-
-def short_error(exc):
-    """The first line of an exception, trimmed for a table cell."""
-    text = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
-    text = text.replace("|", "/")
-    return text[:160] + ("..." if len(text) > 160 else "")
-
-
 class Report:
     """Markdown lines printed as they come, and rewritten to `path` (with
     a JSON twin: `meta` and `rows`) after every line."""
@@ -356,24 +333,6 @@ class Clock:
 
     def skip_reason(self):
         return f"skipped: time budget ({self.elapsed():.0f} s > {self.budget_s:g} s)"
-
-
-def kernel_names():
-    """`AttentionPlan.kernel` (words) -> its short name (`cudnn`, ...)."""
-    from keras_attention.ops import dispatch
-
-    return {words: name for name, words in dispatch.KERNELS.items()}
-
-
-def plan_names(plans):
-    """`impl/kernel` of each plan, e.g. `fused/cudnn`."""
-    names = kernel_names()
-    return [f"{p.impl}/{names.get(p.kernel, p.kernel)}" for p in plans]
-
-
-def count_text(names):
-    counts = collections.Counter(names)
-    return ", ".join(f"{name} x{n}" for name, n in counts.items()) or "none"
 
 
 # -- main ---------------------------------------------------------------------
@@ -434,10 +393,6 @@ def add_header(args, report):
 
 
 def run_sections(args, argv, report, clock):
-    # Imported here, not at the top: they import this module's helpers.
-    from benchmarks import gpu_fit
-    from benchmarks import gpu_layers
-
     runs = {
         "layers": lambda: gpu_layers.layers_section(args, report, clock),
         "fit": lambda: gpu_fit.fit_section(args, argv, report, clock),
@@ -470,8 +425,6 @@ def main(argv=None):
     args = parse_args(argv)
     require_jax()
     if args.fit_child:  # one path of the fit section, in its own process
-        from benchmarks import gpu_fit
-
         return gpu_fit.child_main(args)
     clock = Clock(args.budget_s)
     report = Report(args.output)

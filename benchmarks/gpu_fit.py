@@ -14,11 +14,11 @@ import tempfile
 import time
 import traceback
 
-from benchmarks.gpu_check import DRIVER
-from benchmarks.gpu_check import FIT_MODELS
-from benchmarks.gpu_check import count_text
-from benchmarks.gpu_check import plan_names
-from benchmarks.gpu_check import short_error
+from benchmarks.gpu_common import DRIVER
+from benchmarks.gpu_common import FIT_MODELS
+from benchmarks.gpu_common import count_text
+from benchmarks.gpu_common import plan_names
+from benchmarks.gpu_common import short_error
 
 HEADER = (
     "| path | tokens/s | / first | epoch s | compile steps s | steps (timed) "

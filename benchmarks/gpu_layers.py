@@ -10,12 +10,12 @@ import sys
 import time
 import traceback
 
-from benchmarks.gpu_check import CANDIDATES
-from benchmarks.gpu_check import count_text
-from benchmarks.gpu_check import median
-from benchmarks.gpu_check import plan_names
-from benchmarks.gpu_check import short_error
-from benchmarks.gpu_check import spread
+from benchmarks.gpu_common import CANDIDATES
+from benchmarks.gpu_common import count_text
+from benchmarks.gpu_common import median
+from benchmarks.gpu_common import plan_names
+from benchmarks.gpu_common import short_error
+from benchmarks.gpu_common import spread
 
 # About 3 minutes on an H200 with compilation (an estimate: no GPU has been
 # lent yet): L = 1k-32k, 8-16 heads, key_dim 64 and 128.

@@ -759,7 +759,9 @@ def _variant_blocks():
         _mask_panel(ax, mask, title)
         computed = skipped = 0
         for i in range(blocks):
-            lo, hi = ka.ops.modifiers.key_range(modifier, i * chunk, (i + 1) * chunk)
+            lo, hi = ka.ops.modifier_calls.key_range(
+                modifier, i * chunk, (i + 1) * chunk
+            )
             first, stop = max(int(lo), 0) // chunk, -(-min(int(hi), length) // chunk)
             for j in range(blocks):
                 block = mask[i * chunk : (i + 1) * chunk, j * chunk : (j + 1) * chunk]

@@ -793,7 +793,7 @@ def test_each_argument_is_checked_once_under_the_callers_name(monkeypatch):
         return real(name, mask, expected)
 
     for module in (
-        "keras_attention.ops.masks",
+        "keras_attention.ops.boolean_masks",
         "keras_attention.layers.transformer.sequence_layer",
         "keras_attention.layers.transformer.transformer_decoder_block",
     ):

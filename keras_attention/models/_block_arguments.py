@@ -6,7 +6,7 @@ block argument is added here once)."""
 import keras
 
 from keras_attention.ops import check_attention_impl
-from keras_attention.ops.dispatch import check_fused_options
+from keras_attention.ops.dispatch.attention_plan import check_fused_options
 from keras_attention.validation import get_activation
 
 # What every stack of the model gets, in the order of the models' signatures.

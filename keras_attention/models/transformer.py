@@ -97,8 +97,8 @@ class Transformer(keras.Model):
             passed to every attention layer of the encoder and decoder
             stacks (see `keras_attention.ops.plan_attention`): `"chunked"`
             is the exact O(L)-memory path (every mask, attention dropout);
-            `"fused"` runs `keras.ops.dot_product_attention` (the GPU's or
-            TPU's fused kernel) and needs `attention_dropout=0`; neither
+            `"fused"` runs `keras.ops.dot_product_attention` (the GPU's
+            fused kernel) and needs `attention_dropout=0`; neither
             returns attention scores.
         **kwargs: base model arguments (`name`, `dtype`, ...).
 

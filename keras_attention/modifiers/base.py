@@ -1,4 +1,4 @@
-"""The modifier protocol and its combinators (see `keras_attention.ops.modifiers`)."""
+"""The modifier protocol and its combinators (see `keras_attention.ops.modifier_calls`)."""
 
 import keras
 from keras import ops
@@ -49,7 +49,7 @@ class ScoreModifier:
 
     A subclass whose result is `score + b(batch, head, query, key)`, with a
     bias `b` that does not read the score, sets `additive_bias = True`: the
-    fused path then passes `b` to the GPU's or TPU's kernel as its `bias`.
+    fused path then passes `b` to the GPU's kernel as its `bias`.
     """
 
     additive_bias = False

@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from keras_attention.ops.modifiers import relative_position_bucket
+from keras_attention.ops.modifier_calls import relative_position_bucket
 from keras_attention.validation import check_positive_int
 
 
@@ -11,7 +11,7 @@ class RelativePositionBias(keras.layers.Layer):
     modifier: `score + table[bucket(key - query), head]`.
 
     Relative positions fall into `num_buckets` buckets
-    (`keras_attention.ops.modifiers.relative_position_bucket`): exact for
+    (`keras_attention.ops.modifier_calls.relative_position_bucket`): exact for
     near distances, logarithmic up to `max_distance`, shared beyond. The
     table `(num_buckets, num_heads)` is learned; pass the layer as
     `score_modifier` to an attention layer, which tracks and builds it. Its
@@ -112,6 +112,6 @@ class RelativePositionBias(keras.layers.Layer):
 
 def _one_index_per_head(head):
     """Whether `head` is shaped `(1, N, 1, 1)`, as the attention layers and
-    ops pass it (`ops.modifiers.position_indices`)."""
+    ops pass it (`ops.modifier_calls.position_indices`)."""
     shape = tuple(head.shape)
     return len(shape) == 4 and shape[0] == shape[2] == shape[3] == 1

@@ -1,4 +1,14 @@
-"""Pure `keras.ops` functions: the attention maths, written once."""
+"""Pure `keras.ops` functions: the attention maths, written once.
+
+Every public name is imported from here (`keras_attention.ops.X`); the
+files may move. Multi-head attention runs on three paths, each a
+subpackage (`dense/`, `chunked/`, `fused/`), chosen by `dispatch/`
+(`plan_attention`) and followed by `multi_head.py`
+(`multi_head_attention`); the modules beside them are the building blocks
+they share (masks, softmax, modifier calls, devices, loops) and the maths
+of the other layer families. Imports point down that list
+(docs/architecture.md).
+"""
 
 from keras_attention.ops.act import HaltingState
 from keras_attention.ops.act import halting_step
@@ -14,44 +24,44 @@ from keras_attention.ops.addressing import sharpen
 from keras_attention.ops.addressing import write_memory
 from keras_attention.ops.attention import attention
 from keras_attention.ops.attention import attention_weights
-from keras_attention.ops.attention import check_key_value_heads
-from keras_attention.ops.attention import dot_product_attention
-from keras_attention.ops.attention import repeat_key_value_heads
 from keras_attention.ops.attention import weighted_sum
+from keras_attention.ops.boolean_masks import band_mask
+from keras_attention.ops.boolean_masks import causal_mask
+from keras_attention.ops.boolean_masks import check_attention_masks
+from keras_attention.ops.boolean_masks import check_mask
+from keras_attention.ops.boolean_masks import chosen_positions_mask
+from keras_attention.ops.boolean_masks import compute_attention_mask
+from keras_attention.ops.boolean_masks import merge_masks
+from keras_attention.ops.boolean_masks import padding_mask
+from keras_attention.ops.boolean_masks import pointer_step_mask
+from keras_attention.ops.boolean_masks import sliding_window_mask
 from keras_attention.ops.cache import update_cache
 from keras_attention.ops.cache import write_cache_entries
 from keras_attention.ops.cache import written_positions_mask
-from keras_attention.ops.chunked_attention import chunked_attention
+from keras_attention.ops.chunked.chunked_attention import chunked_attention
+from keras_attention.ops.dense.dot_product_attention import check_key_value_heads
+from keras_attention.ops.dense.dot_product_attention import dot_product_attention
+from keras_attention.ops.dense.dot_product_attention import repeat_key_value_heads
 from keras_attention.ops.devices import Accelerator
 from keras_attention.ops.devices import accelerator
-from keras_attention.ops.dispatch import ATTENTION_IMPLS
-from keras_attention.ops.dispatch import CHUNKED_MIN_SIZE
-from keras_attention.ops.dispatch import AttentionPlan
-from keras_attention.ops.dispatch import check_attention_impl
-from keras_attention.ops.dispatch import choose_attention_impl
-from keras_attention.ops.dispatch import plan_attention
-from keras_attention.ops.fused_attention import fused_attention
-from keras_attention.ops.fused_plan import FUSED_BIAS_MAX_BYTES
+from keras_attention.ops.dispatch.attention_plan import ATTENTION_IMPLS
+from keras_attention.ops.dispatch.attention_plan import CHUNKED_MIN_SIZE
+from keras_attention.ops.dispatch.attention_plan import AttentionPlan
+from keras_attention.ops.dispatch.attention_plan import check_attention_impl
+from keras_attention.ops.dispatch.attention_plan import choose_attention_impl
+from keras_attention.ops.dispatch.attention_plan import plan_attention
+from keras_attention.ops.dispatch.plan_recording import recording_attention_plans
+from keras_attention.ops.fused.fused_attention import fused_attention
+from keras_attention.ops.fused.fused_plan import FUSED_BIAS_MAX_BYTES
 from keras_attention.ops.hashing import dropout_keep_mask
 from keras_attention.ops.local_attention import local_predictive_weights
 from keras_attention.ops.local_attention import predicted_positions
 from keras_attention.ops.local_attention import source_positions
 from keras_attention.ops.loops import recurrence
-from keras_attention.ops.masks import band_mask
-from keras_attention.ops.masks import causal_mask
-from keras_attention.ops.masks import check_attention_masks
-from keras_attention.ops.masks import check_mask
-from keras_attention.ops.masks import chosen_positions_mask
-from keras_attention.ops.masks import compute_attention_mask
-from keras_attention.ops.masks import merge_masks
-from keras_attention.ops.masks import padding_mask
-from keras_attention.ops.masks import pointer_step_mask
-from keras_attention.ops.masks import sliding_window_mask
-from keras_attention.ops.modifiers import alibi_slopes
-from keras_attention.ops.modifiers import position_indices
-from keras_attention.ops.modifiers import relative_position_bucket
+from keras_attention.ops.modifier_calls import alibi_slopes
+from keras_attention.ops.modifier_calls import position_indices
+from keras_attention.ops.modifier_calls import relative_position_bucket
 from keras_attention.ops.multi_head import multi_head_attention
-from keras_attention.ops.plan_recording import recording_attention_plans
 from keras_attention.ops.rotary import rotary_embedding
 from keras_attention.ops.softmax import MASK_VALUE
 from keras_attention.ops.softmax import hardmax

@@ -1,8 +1,8 @@
 """What the attention computes on, and how the call is traced.
 
 The one place that asks the backend about the hardware. The dispatch
-(`keras_attention.ops.dispatch`) reads `accelerator()`; the block planner
-(`keras_attention.ops.block_plan`) reads `runtime()` and `device_kind()`.
+(`keras_attention.ops.dispatch.attention_plan`) reads `accelerator()`; the block planner
+(`keras_attention.ops.chunked.block_plan`) reads `runtime()` and `device_kind()`.
 Tests fake an accelerator by monkeypatching `accelerator` here.
 """
 

@@ -18,7 +18,7 @@ and right padding give the same result.
 
 from keras import ops
 
-from keras_attention.ops.masks import merge_masks
+from keras_attention.ops.boolean_masks import merge_masks
 from keras_attention.ops.softmax import masked_softmax
 
 

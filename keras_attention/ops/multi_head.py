@@ -1,27 +1,27 @@
 """`multi_head_attention`: the one entry point of the layers, on three paths.
 
-It asks the dispatch for a plan (`keras_attention.ops.dispatch.
-plan_attention`), records it (`recording_attention_plans`) and runs the
-path the plan names: dense (`attention.dot_product_attention`), chunked
-(`chunked_attention.chunked_attention`), fused (`fused_attention.
-fused_attention`), or, for a TensorFlow graph traced with an unknown
+The top of `ops`: it asks the dispatch for a plan (`ops/dispatch/`:
+`plan_attention`), records it (`recording_attention_plans`) and runs the
+path the plan names: dense (`ops/dense/`: `dot_product_attention`),
+chunked (`ops/chunked/`: `chunked_attention`), fused (`ops/fused/`:
+`fused_attention`), or, for a TensorFlow graph traced with an unknown
 length, dense or chunked chosen when the graph runs (`_runtime_choice`).
 """
 
 import keras
 from keras import ops
 
-from keras_attention.ops import dispatch
-from keras_attention.ops.attention import check_key_value_heads
-from keras_attention.ops.attention import dot_product_attention
-from keras_attention.ops.attention import repeat_key_value_heads
-from keras_attention.ops.chunked_attention import chunked_attention
-from keras_attention.ops.fused_attention import fused_attention
+from keras_attention.ops.boolean_masks import check_attention_masks
+from keras_attention.ops.boolean_masks import compute_attention_mask
+from keras_attention.ops.boolean_masks import merge_masks
+from keras_attention.ops.chunked.chunked_attention import chunked_attention
+from keras_attention.ops.dense.dot_product_attention import check_key_value_heads
+from keras_attention.ops.dense.dot_product_attention import dot_product_attention
+from keras_attention.ops.dense.dot_product_attention import repeat_key_value_heads
+from keras_attention.ops.dispatch import attention_plan as dispatch
+from keras_attention.ops.dispatch.plan_recording import record
+from keras_attention.ops.fused.fused_attention import fused_attention
 from keras_attention.ops.loops import tensorflow_xla_context
-from keras_attention.ops.masks import check_attention_masks
-from keras_attention.ops.masks import compute_attention_mask
-from keras_attention.ops.masks import merge_masks
-from keras_attention.ops.plan_recording import record
 
 
 def multi_head_attention(
@@ -71,7 +71,7 @@ def multi_head_attention(
             `keras.random.dropout`, chunked with a hash of the coordinates
             (same distribution); the fused path has none (a ValueError).
         validate: check the masks (the layers check theirs and pass `False`).
-        score_modifier, mask_modifier: see `keras_attention.ops.modifiers`;
+        score_modifier, mask_modifier: see `keras_attention.ops.modifier_calls`;
             query positions offset by `causal_offset` (fused: biases only).
         flash_attention: Keras' switch, see `plan_attention`.
 

@@ -42,7 +42,7 @@ def _env(**extra):
 
 def _fit_module():
     """gpu_fit.py imported (at the top it imports only the standard library
-    and gpu_check.py's helpers, which need no more; jax, keras and numpy
+    and gpu_common.py, which needs no more; jax, keras and numpy
     inside their functions)."""
     saved = dict(os.environ)
     try:

@@ -9,11 +9,11 @@ import pytest
 
 import keras_attention as ka
 from keras_attention import testing
-from keras_attention.ops.chunked_attention import chunked_attention
+from keras_attention.ops.chunked.chunked_attention import chunked_attention
 
 # `keras_attention.ops.multi_head` runs the paths (and imports `chunked_attention`).
 attention_module = importlib.import_module("keras_attention.ops.multi_head")
-dispatch_module = importlib.import_module("keras_attention.ops.dispatch")
+dispatch_module = importlib.import_module("keras_attention.ops.dispatch.attention_plan")
 
 B, T, S, D, N, H = 2, 11, 7, 12, 3, 4
 

@@ -11,7 +11,7 @@ from keras import ops
 
 import keras_attention as ka
 from keras_attention import modifiers as km
-from keras_attention.ops.chunked_attention import chunked_attention
+from keras_attention.ops.chunked.chunked_attention import chunked_attention
 
 TF = keras.backend.backend() == "tensorflow"
 

@@ -188,7 +188,7 @@ def _chunked_equals_dense_setup(monkeypatch):
     import functools
     import importlib
 
-    from keras_attention.ops.chunked_attention import chunked_attention
+    from keras_attention.ops.chunked.chunked_attention import chunked_attention
 
     module = importlib.import_module("keras_attention.ops.multi_head")
     monkeypatch.setattr(

@@ -1,10 +1,10 @@
 """`plan_blocks`: the block sizes and head groups of the chunked path, rule
-by rule (`keras_attention.ops.block_plan`'s cost model)."""
+by rule (`keras_attention.ops.chunked.block_plan`'s cost model)."""
 
 import pytest
 
-from keras_attention.ops import block_plan
-from keras_attention.ops.block_plan import plan_blocks
+from keras_attention.ops.chunked import block_plan
+from keras_attention.ops.chunked.block_plan import plan_blocks
 
 MIB = 1024 * 1024
 XLA_CPU = dict(runtime="tensorflow-xla", device="cpu", cache_bytes=2 * MIB)

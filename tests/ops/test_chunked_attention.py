@@ -7,10 +7,10 @@ import pytest
 from keras import ops
 
 from keras_attention import ops as ka_ops
-from keras_attention.ops import block_plan
-from keras_attention.ops.block_plan import plan_blocks
-from keras_attention.ops.chunked_attention import chunked_attention
-from keras_attention.ops.chunked_blocks import Blocks
+from keras_attention.ops.chunked import block_plan
+from keras_attention.ops.chunked.block_plan import plan_blocks
+from keras_attention.ops.chunked.blocks import Blocks
+from keras_attention.ops.chunked.chunked_attention import chunked_attention
 from keras_attention.ops.hashing import dropout_keep_mask
 from keras_attention.testing import input_gradients
 
@@ -394,7 +394,7 @@ def test_default_blocks_under_xla_equal_dense_past_one_block():
 
 def _record_head_groups(monkeypatch):
     """The number of heads of each group `chunked_attention` attends."""
-    module = importlib.import_module("keras_attention.ops.chunked_attention")
+    module = importlib.import_module("keras_attention.ops.chunked.chunked_attention")
     attend, sizes = module._attention, []
 
     def spy(query, *args, **kwargs):

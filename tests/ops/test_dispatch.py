@@ -13,7 +13,7 @@ import pytest
 import keras_attention as ka
 from keras_attention.ops import Accelerator
 
-dispatch = importlib.import_module("keras_attention.ops.dispatch")
+dispatch = importlib.import_module("keras_attention.ops.dispatch.attention_plan")
 devices = importlib.import_module("keras_attention.ops.devices")
 plan = ka.ops.plan_attention
 JAX = keras.backend.backend() == "jax"
@@ -152,6 +152,66 @@ def test_a_tpu_never_takes_kerass_splash_path(tpu):
     assert offset.impl == "dense"  # decoding: a causal mask with an offset
     with pytest.raises(ValueError, match="on a TPU"):
         plan("auto", *_shapes(512), flash_attention=True)
+
+
+def _tpu_plans():
+    """The plans of a spread of calls on the faked TPU (none raises)."""
+    calls = [
+        dict(),
+        dict(use_causal_mask=True),
+        dict(masked=True),
+        dict(use_causal_mask=True, causal_offset=7),
+        dict(score_modifier=ka.modifiers.ALiBi(8)),
+        dict(mask_modifier=ka.modifiers.SlidingWindow(16)),
+    ]
+    for dtype in ("float32", "bfloat16"):
+        for impl in ("auto", "fused"):
+            for options in calls:
+                yield plan(impl, *_shapes(512), dtype=dtype, **options)
+
+
+def test_no_plan_names_the_splash_kernel_that_the_code_refuses(tpu):
+    # Keras 3.15's TPU splash path gives wrong results: no call is sent
+    # there, so no plan (nor the table of kernels) may name it.
+    kernels = dispatch.KERNELS.items()
+    assert not any("splash" in name or "TPU" in words for name, words in kernels)
+    for got in _tpu_plans():
+        assert got.impl != "fused" or got.flash_attention is False, got
+        assert "splash" not in got.kernel, got
+        assert got.kernel in dispatch.KERNELS.values(), got
+    with pytest.raises(ValueError, match="on a TPU.*wrong results"):
+        plan("fused", *_shapes(512), dtype="bfloat16", flash_attention=True)
+
+
+def _docstrings():
+    """The docstrings that say what the fused path runs."""
+    fused = importlib.import_module("keras_attention.ops.fused.fused_attention")
+    fused_plan = importlib.import_module("keras_attention.ops.fused.fused_plan")
+    objects = {
+        "MultiHeadAttention": ka.layers.MultiHeadAttention,
+        "TransformerEncoderBlock": ka.layers.TransformerEncoderBlock,
+        "Transformer": ka.models.Transformer,
+        "ops.dispatch.attention_plan": dispatch,
+        "ops.fused.fused_attention": fused,
+        "ops.fused.fused_plan": fused_plan,
+        "fused_kernel": fused_plan.fused_kernel,
+        "plan_attention": ka.ops.plan_attention,
+    }
+    return {
+        name: " ".join((obj.__doc__ or "").split()) for name, obj in objects.items()
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_docstrings()))
+def test_docstrings_claim_no_tpu_kernel_the_code_refuses(name):
+    """Where a docstring names the TPU's splash kernel, it says why it is
+    not used; none says the fused path runs a TPU kernel."""
+    text = _docstrings()[name]
+    for sentence in text.split(". "):
+        if "splash" in sentence:
+            assert "wrong results" in sentence, f"{name}: {sentence!r}"
+    assert "TPU's fused kernel" not in text and "TPU's kernel" not in text, name
+    assert "GPU or TPU" not in text and "GPU's or TPU's" not in text, name
 
 
 def test_flash_attention_false_keeps_fused_on_the_composition(gpu):

@@ -11,7 +11,7 @@ from keras import ops
 
 import keras_attention as ka
 from keras_attention import modifiers as km
-from keras_attention.ops.chunked_attention import chunked_attention
+from keras_attention.ops.chunked.chunked_attention import chunked_attention
 
 B, T, N, H = 2, 11, 4, 8
 
@@ -370,7 +370,7 @@ def test_t5_bias_reads_the_heads_it_is_given_from_any_index_shape():
     3 of 4 (as a group of heads attended apart sees them)."""
     layer = _t5_layer()
     q_pos, k_pos = np.arange(5, 12), np.arange(9)
-    batch, head, query, key = ka.ops.modifiers.position_indices(1, 2, q_pos, k_pos)
+    batch, head, query, key = ka.ops.modifier_calls.position_indices(1, 2, q_pos, k_pos)
     head = 2 * head + 1
     score = np.random.default_rng(0).normal(size=(1, 2, 7, 9)).astype("float32")
     expected = score + np.moveaxis(

@@ -24,7 +24,7 @@ from keras_attention.layers.transformer.sequence_layer import filled_padding_mas
 from keras_attention.layers.transformer.sequence_layer import head_size
 from keras_attention.layers.transformer.sequence_layer import offset_seed
 from keras_attention.ops import check_attention_impl
-from keras_attention.ops.dispatch import check_fused_options
+from keras_attention.ops.dispatch.attention_plan import check_fused_options
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rate
 from keras_attention.validation import get_activation

@@ -8,10 +8,10 @@ attention, use them too."""
 
 import keras
 from keras import ops
-from keras.src.layers.attention.multi_head_attention import _build_proj_equation
-from keras.src.layers.attention.multi_head_attention import _get_output_shape
 
 from keras_attention import ops as ka_ops
+from keras_attention.keras_compat import build_proj_equation
+from keras_attention.keras_compat import get_output_shape
 from keras_attention.modifiers.base import deserialize
 from keras_attention.modifiers.base import serialize
 from keras_attention.validation import check_positive_int
@@ -183,12 +183,12 @@ class ModifiedAttentionMixin:
             specs.append(("gate", query_shape, heads, self._value_dim))
         specs.append(("value", value_shape, self._kv_heads, self._value_dim))
         for name, shape, num, size in specs:
-            equation, bias_axes, output_rank = _build_proj_equation(
+            equation, bias_axes, output_rank = build_proj_equation(
                 len(shape) - 1, bound_dims=1, output_dims=2
             )
             dense = keras.layers.EinsumDense(
                 equation,
-                output_shape=_get_output_shape(output_rank - 1, [num, size]),
+                output_shape=get_output_shape(output_rank - 1, [num, size]),
                 bias_axes=bias_axes if self._use_bias else None,
                 activation="sigmoid" if name == "gate" else None,
                 name=name,

@@ -11,7 +11,7 @@ from keras_attention.layers.transformer.modified_attention import OPEN_CORE_ARGS
 from keras_attention.layers.transformer.modified_attention import ModifiedAttentionMixin
 from keras_attention.layers.transformer.modified_attention import open_core_config
 from keras_attention.ops.cache import cache_entries
-from keras_attention.ops.dispatch import check_fused_options
+from keras_attention.ops.dispatch.attention_plan import check_fused_options
 from keras_attention.validation import check_cache
 from keras_attention.validation import check_index
 from keras_attention.validation import check_last_dim
@@ -98,7 +98,7 @@ class MultiHeadAttention(
             `|i - j| < w` (positions offset by `cache_update_index`).
         flash_attention: Keras' flash-attention switch, with Keras' meaning:
             `None` (default) lets `attention_impl` decide (`"auto"` takes
-            the GPU's or TPU's fused kernel where the call can use it),
+            the GPU's fused kernel where the call can use it),
             `False` keeps `"auto"` off the fused kernels, `True` runs the
             fused path (`attention_impl` `"auto"` or `"fused"`) and raises
             Keras' error where its kernel cannot take the inputs.
@@ -121,7 +121,7 @@ class MultiHeadAttention(
             `G` heads.
         score_modifier: `None` or `f(score, batch, head, query, key)`
             rewriting each scaled logit from its absolute positions (see
-            `keras_attention.ops.modifiers`); a layer such as
+            `keras_attention.ops.modifier_calls`); a layer such as
             `keras_attention.modifiers.RelativePositionBias` is tracked and
             trained with this layer.
         mask_modifier: `None` or `f(batch, head, query, key) -> bool`,
@@ -138,12 +138,13 @@ class MultiHeadAttention(
             handles every mask and the dropout but cannot return attention
             scores (a ValueError says so). `"fused"` runs
             `keras.ops.dot_product_attention`: cuDNN's flash attention
-            under JAX on a GPU (float16/bfloat16), the splash kernel on a
-            TPU, Keras' composition elsewhere; it takes every mask and the
+            under JAX on a GPU (float16/bfloat16), Keras' composition
+            elsewhere (on a TPU too: Keras 3.15's splash path gives wrong
+            results, so it is never used); it takes every mask and the
             additive-bias modifiers (ALiBi, T5's relative bias), but no
             attention dropout and no attention scores.
-            `"auto"` takes the fused path on an accelerator when the call
-            can use its kernel; otherwise the chunked path when
+            `"auto"` takes the fused path on a GPU when the call can use
+            its kernel; otherwise the chunked path when
             `T * S >= keras_attention.ops.CHUNKED_MIN_SIZE` (2048 * 2048),
             the dense path below; when a length is unknown while a
             TensorFlow graph is traced (`keras.Input((None, d))`,

@@ -45,8 +45,8 @@ class TransformerEncoderBlock(EncoderCallMixin, TransformerBlockBase):
         bias_initializer: initializer of every bias.
         seed: seed of the dropouts.
         attention_impl: `"auto"`, `"dense"`, `"chunked"` (exact,
-            O(L)-memory attention) or `"fused"` (the GPU's or TPU's fused
-            kernel; no attention dropout), passed to the attention
+            O(L)-memory attention) or `"fused"` (`keras.ops.dot_product_attention`:
+            the GPU's fused kernel; no attention dropout), passed to the attention
             sublayer; see `MultiHeadAttention`.
         num_key_value_heads: key/value heads of the attention (grouped-
             query attention); see `MultiHeadAttention`.

@@ -8,6 +8,8 @@ scope of the call (the layer).
 import contextlib
 import dataclasses
 
+from keras_attention.keras_compat import current_name_scope
+
 _RECORDERS = []
 
 
@@ -42,15 +44,7 @@ def recording_attention_plans():
 def record(plan):
     """Hand `plan` to the open `recording_attention_plans` blocks."""
     if _RECORDERS:
-        plan = dataclasses.replace(plan, where=_name_scope())
+        plan = dataclasses.replace(plan, where=current_name_scope())
         for plans in _RECORDERS:
             plans.append(plan)
     return plan
-
-
-def _name_scope():
-    try:
-        from keras.src.backend.common.name_scope import current_path
-    except ImportError:  # a Keras without it: no name
-        return ""
-    return current_path()

@@ -1,16 +1,16 @@
 """The block grid of the chunked path: chunking, masks, skipped blocks.
 
 `Blocks` says, for query block `i` and key block `j` of
-`keras_attention.ops.chunked_attention`, which positions they cover, which
+`keras_attention.ops.chunked.chunked_attention`, which positions they cover, which
 keys each query may see (padding, causal, window, explicit mask, mask
 modifier) and which blocks can be skipped or computed without a mask;
 `to_blocks` / `from_blocks` move between `(B, L, N, H)` tensors and their
-blocks. The kernels (`chunked_kernel.py`) only read it.
+blocks. The kernels (`kernel.py`) only read it.
 """
 
 from keras import ops
 
-from keras_attention.ops import modifiers as mods
+from keras_attention.ops import modifier_calls as mods
 
 
 def to_blocks(x, size):

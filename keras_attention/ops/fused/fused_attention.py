@@ -1,10 +1,11 @@
 """The fused path: `keras.ops.dot_product_attention` with this package's
 masks, modifiers and zero rows.
 
-Keras' op reaches the fused kernel of the hardware where it has one
-(cuDNN's flash attention under JAX on an NVIDIA GPU, the splash kernel on
-a TPU; see `keras_attention.ops.fused_plan.fused_kernel`) and otherwise runs
-its own composition of einsums and a float32 softmax. This module
+Keras' op reaches cuDNN's flash attention under JAX on an NVIDIA GPU (see
+`keras_attention.ops.fused.fused_plan.fused_kernel`) and otherwise runs its
+own composition of einsums and a float32 softmax (on a TPU too: the
+dispatch passes `flash_attention=False` there, Keras 3.15's splash path
+giving wrong results). This module
 translates a call of `multi_head_attention` into its arguments:
 
 - grouped key/value heads are passed as they are (`G` heads; under
@@ -38,10 +39,10 @@ import math
 import keras
 from keras import ops
 
-from keras_attention.ops.masks import causal_mask
-from keras_attention.ops.masks import merge_masks
-from keras_attention.ops.masks import sliding_window_mask
-from keras_attention.ops.modifiers import position_indices
+from keras_attention.ops.boolean_masks import causal_mask
+from keras_attention.ops.boolean_masks import merge_masks
+from keras_attention.ops.boolean_masks import sliding_window_mask
+from keras_attention.ops.modifier_calls import position_indices
 
 
 def fused_attention(
@@ -116,8 +117,7 @@ def fused_attention(
 
 def kernel_causal(query_length, key_length, causal_offset):
     """Whether a causal mask is the kernels' `is_causal`: square (static
-    `T = S`) and no cache offset (a Python 0). Keras' TPU path builds a
-    square causal mask whatever the lengths, and cuDNN's alignment for
+    `T = S`) and no cache offset (a Python 0). cuDNN's alignment for
     `T != S` was not checked here, so every other causal mask is passed
     as a `mask`."""
     offset_zero = isinstance(causal_offset, int) and causal_offset == 0

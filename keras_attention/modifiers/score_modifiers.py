@@ -1,11 +1,11 @@
 """Built-in score modifiers: `(score, batch, head, query, key) -> score`
-on absolute positions (see `keras_attention.ops.modifiers`)."""
+on absolute positions (see `keras_attention.ops.modifier_calls`)."""
 
 import keras
 from keras import ops
 
 from keras_attention.modifiers.base import ScoreModifier
-from keras_attention.ops.modifiers import alibi_slopes
+from keras_attention.ops.modifier_calls import alibi_slopes
 from keras_attention.validation import check_positive_int
 
 
@@ -13,14 +13,14 @@ from keras_attention.validation import check_positive_int
 class ALiBi(ScoreModifier):
     """Attention with Linear Biases (Press et al., 2022):
     `score - m_h * (query - key)`, a fixed slope `m_h` per head
-    (`keras_attention.ops.modifiers.alibi_slopes`), no position embedding.
+    (`keras_attention.ops.modifier_calls.alibi_slopes`), no position embedding.
 
     The paper is causal; keys after the query (`symmetric=False`) get a
     positive bias, which a causal mask removes. `symmetric=True` uses
     `-m_h * |query - key|` for bidirectional attention.
 
     An additive bias (`additive_bias = True`): the fused path passes it to
-    the GPU's or TPU's kernel as its `bias`.
+    the GPU's kernel as its `bias`.
     """
 
     additive_bias = True

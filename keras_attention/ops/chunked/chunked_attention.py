@@ -31,14 +31,14 @@ import math
 
 from keras import ops
 
-from keras_attention.ops import modifiers as mods
-from keras_attention.ops.autodiff import hoist_parameters
-from keras_attention.ops.autodiff import unrecorded
-from keras_attention.ops.block_plan import plan_blocks
-from keras_attention.ops.chunked_blocks import Blocks
-from keras_attention.ops.chunked_blocks import from_blocks
-from keras_attention.ops.chunked_blocks import to_blocks
-from keras_attention.ops.chunked_kernel import Kernel
+from keras_attention.ops import modifier_calls as mods
+from keras_attention.ops.chunked.autodiff import hoist_parameters
+from keras_attention.ops.chunked.autodiff import unrecorded
+from keras_attention.ops.chunked.block_plan import plan_blocks
+from keras_attention.ops.chunked.blocks import Blocks
+from keras_attention.ops.chunked.blocks import from_blocks
+from keras_attention.ops.chunked.blocks import to_blocks
+from keras_attention.ops.chunked.kernel import Kernel
 
 
 def chunked_attention(
@@ -86,7 +86,7 @@ def chunked_attention(
             `dropout_rate > 0`.
         score_modifier: `None` or `f(score, batch, head, query, key)`
             applied to every scaled logit, block by block (see
-            `keras_attention.ops.modifiers`); its gradients, also into the
+            `keras_attention.ops.modifier_calls`); its gradients, also into the
             parameters it closes over, are taken in the backward pass.
         mask_modifier: `None` or `f(batch, head, query, key) -> bool`;
             key blocks outside its `key_range` are never visited, and

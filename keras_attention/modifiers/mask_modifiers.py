@@ -1,5 +1,5 @@
 """Built-in mask modifiers: `(batch, head, query, key) -> bool`, True = may
-attend, on absolute positions (see `keras_attention.ops.modifiers`)."""
+attend, on absolute positions (see `keras_attention.ops.modifier_calls`)."""
 
 import keras
 from keras import ops
@@ -177,7 +177,7 @@ class BlockLocal2D(MaskModifier):
 
     `chunk_size` is one band of query blocks, `query_block[0] * image_width`
     positions: the chunked path takes it as its block size (see
-    `keras_attention.ops.chunked_attention`), so that it visits only the
+    `keras_attention.ops.chunked.chunked_attention`), so that it visits only the
     bands a query block can see instead of 512-position chunks that
     straddle them.
     """

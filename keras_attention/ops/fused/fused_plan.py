@@ -1,15 +1,23 @@
 """Whether the fused path can take a call, and which kernel Keras runs.
 
-The fused half of the dispatch (`keras_attention.ops.dispatch`): what
+The fused half of the dispatch (`keras_attention.ops.dispatch.attention_plan`): what
 keeps a call off `keras.ops.dot_product_attention` (`fused_obstacle`,
 `auto_obstacle`) and what that function runs for it on this machine
 (`fused_kernel`: cuDNN's flash attention, or Keras' composition). The
 calls are the dispatch's `_Call` records; the device comes from
 `keras_attention.ops.devices.accelerator`.
+
+On a TPU the answer is always Keras' composition: Keras 3.15's TPU branch
+of `keras.ops.dot_product_attention` (its splash kernel) gives wrong
+results (it scales the queries by `sqrt(H)` for a kernel that does not
+divide by it, and builds a causal mask when none is given; a review
+reproduced both in Pallas' interpret mode), so no call is sent there
+(docs/performance.md, "Why not the TPU's splash kernel").
 """
 
 import keras
 
+from keras_attention.keras_compat import keras_can_use_flash_attention
 from keras_attention.ops import devices
 
 # The fused kernels take a mask or a bias only as a tensor of the scores'
@@ -54,17 +62,16 @@ def fused_obstacle(call):
 
 def fused_kernel(call):
     """`(kernel, reason)`: what `keras.ops.dot_product_attention` runs for
-    `call` here: `"cudnn"`, `"splash"` or `"composition"` (its einsums and
-    softmax, no fused kernel), with the reason in words.
+    `call` here: `"cudnn"` or `"composition"` (its einsums and softmax, no
+    fused kernel), with the reason in words.
 
     The rules follow Keras 3.15 and JAX 0.10: under JAX on an NVIDIA GPU,
     cuDNN's flash attention for float16/bfloat16 inputs with a head size
     that is a multiple of 8 and at most 128 (256 from compute capability
     9.0), and even lengths when a mask or bias is passed (JAX's
-    `check_is_flash_attention`); on a TPU the splash kernel, which Keras
-    takes only without a mask or bias (it needs a concrete mask shared by
-    the batch and drops a bias) and for square causal masks; under
-    TensorFlow, and on a CPU, the composition.
+    `check_is_flash_attention`); everywhere else the composition: under
+    TensorFlow, on a CPU, and on a TPU, where Keras' splash path gives
+    wrong results and is never asked for (see the module's docstring).
     """
     backend = keras.backend.backend()
     if backend != "jax":
@@ -76,7 +83,10 @@ def fused_kernel(call):
     if device is None:
         return "composition", "no accelerator visible (on a CPU Keras has no kernel)"
     if device.kind == "tpu":
-        return _splash_kernel(call)
+        return "composition", (
+            "Keras 3.15's splash path on a TPU gives wrong results (unscaled "
+            "logits, a causal mask when none is given), so it is not used"
+        )
     return _cudnn_kernel(call, device)
 
 
@@ -111,17 +121,13 @@ def _keras_refuses_cudnn(call, head):
     the compute capability, the layout), asked only on a real GPU: where it
     says no, Keras runs its composition, quietly. A reason, or `None`.
 
-    The test is private to Keras (`keras.src.backend.jax.nn.
-    _can_use_flash_attention`, 3.15); it is not asked where it is missing.
+    The test is private to Keras (`keras_compat.keras_can_use_flash_attention`);
+    it is not asked where it is missing.
     """
     import jax
 
     if jax.devices()[0].platform != "gpu":
         return None  # a faked accelerator (tests), or none
-    try:
-        from keras.src.backend.jax.nn import _can_use_flash_attention
-    except ImportError:
-        return None
     (batch, t_len, heads, _), (_, s_len, groups, _) = call.query_shape, call.key_shape
     batch = batch or 1
     query = jax.ShapeDtypeStruct((batch, t_len, heads, head), call.dtype)
@@ -129,21 +135,9 @@ def _keras_refuses_cudnn(call, head):
     bias = None
     if call.needs_mask_or_bias:
         bias = jax.ShapeDtypeStruct((1, 1, t_len, s_len), call.dtype)
-    if _can_use_flash_attention(query, key, key, bias):
+    if keras_can_use_flash_attention(query, key, key, bias) is not False:
         return None
     return "Keras' own test refuses cuDNN's kernel for these inputs here"
-
-
-def _splash_kernel(call):
-    # Keras 3.15's TPU branch scales the queries by sqrt(H) for a splash
-    # kernel that does not divide by it, and builds a causal mask when none
-    # is given: its results are wrong (a review reproduced both in Pallas'
-    # interpret mode). Until a fixed Keras is checked, never send a call there.
-    del call
-    return "composition", (
-        "Keras 3.15's splash path on a TPU gives wrong results (unscaled "
-        "logits, a causal mask when none is given), so it is not used"
-    )
 
 
 def auto_obstacle(call, plain):

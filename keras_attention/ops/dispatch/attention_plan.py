@@ -5,12 +5,14 @@ Three paths compute the same attention:
 - `"dense"`: this package's einsums and float32 softmax, O(T S) memory;
   the only path that can return the weights;
 - `"chunked"`: this package's exact online-softmax loop over blocks,
-  O(T + S) memory (`keras_attention.ops.chunked_attention`);
-- `"fused"`: `keras.ops.dot_product_attention`, which runs the fused
-  kernel of the hardware where Keras has one (cuDNN's flash attention on
-  an NVIDIA GPU under JAX, the splash kernel on a TPU) and Keras' own
-  composition of einsums and softmax elsewhere
-  (`keras_attention.ops.fused_attention`).
+  O(T + S) memory (`keras_attention.ops.chunked.chunked_attention`);
+- `"fused"`: `keras.ops.dot_product_attention`, which runs cuDNN's flash
+  attention under JAX on an NVIDIA GPU and Keras' own composition of
+  einsums and softmax everywhere else
+  (`keras_attention.ops.fused.fused_attention`). On a TPU too: Keras
+  3.15's splash path there gives wrong results, so the dispatch never
+  sends a call to it (`"fused"` runs the composition, `"auto"` stays on
+  dense / chunked, `flash_attention=True` raises).
 
 `plan_attention` chooses among them from what is static at tracing time
 (shapes, dtype, the options of the call, the device) and returns an
@@ -24,8 +26,8 @@ which kernel each layer of a model runs:
     for plan in plans:
         print(plan)
 
-`"auto"` takes the fused path only on an accelerator whose fused kernel the
-call can use (see `fused_kernel`); on a CPU it never changes the rule of
+`"auto"` takes the fused path only on a GPU whose fused kernel the call
+can use (see `fused_kernel`); on a CPU or a TPU it keeps the rule of
 earlier releases (dense below `CHUNKED_MIN_SIZE` score entries per head,
 chunked from there on).
 """
@@ -35,10 +37,10 @@ import dataclasses
 import keras
 
 from keras_attention.ops import devices
-from keras_attention.ops.fused_attention import kernel_causal
-from keras_attention.ops.fused_plan import auto_obstacle
-from keras_attention.ops.fused_plan import fused_kernel
-from keras_attention.ops.fused_plan import fused_obstacle
+from keras_attention.ops.fused.fused_attention import kernel_causal
+from keras_attention.ops.fused.fused_plan import auto_obstacle
+from keras_attention.ops.fused.fused_plan import fused_kernel
+from keras_attention.ops.fused.fused_plan import fused_obstacle
 from keras_attention.validation import check_choice
 
 ATTENTION_IMPLS = ("auto", "dense", "chunked", "fused")
@@ -59,7 +61,6 @@ KERNELS = {
     "runtime": "dense or chunked, chosen from the lengths when the graph runs",
     "composition": "Keras' dot_product_attention composition (einsum, softmax)",
     "cudnn": "cuDNN flash attention (keras.ops.dot_product_attention)",
-    "splash": "splash attention, TPU (keras.ops.dot_product_attention)",
 }
 
 
@@ -245,7 +246,7 @@ def _fused_plan(call, why):
         reason = f"{why}; flash_attention=False: Keras' composition"
         return AttentionPlan("fused", KERNELS["composition"], reason, False)
     kernel, detail = fused_kernel(call)
-    flash = None if kernel in ("cudnn", "splash") else False
+    flash = None if kernel == "cudnn" else False
     return AttentionPlan("fused", KERNELS[kernel], f"{why}; {detail}", flash)
 
 
@@ -272,11 +273,10 @@ def _flash_plan(attention_impl, call):
             "results (unscaled logits, a causal mask when none is given). Use "
             "flash_attention=None. Received: flash_attention=True"
         )
-    kernel, detail = fused_kernel(call)
-    if kernel == "composition":
-        kernel = "cudnn" if device is None or device.kind == "gpu" else "splash"
+    # Keras' kernel under JAX on a GPU; anywhere else Keras raises its error.
+    _, detail = fused_kernel(call)
     reason = f"flash_attention=True: Keras' fused kernel or its error ({detail})"
-    return AttentionPlan("fused", KERNELS[kernel], reason, True)
+    return AttentionPlan("fused", KERNELS["cudnn"], reason, True)
 
 
 def _plain_plan(call):

@@ -4,14 +4,14 @@
 block and keeps the log-sum-exp; `Kernel.backward` (key-block major) and
 `Kernel.backward_by_query` (query-block major, for banded masks) recompute
 each block's probabilities from it. The grid and its masks come from
-`chunked_blocks.Blocks`; the maths is FlashAttention's (Dao et al., 2022),
-described in `keras_attention.ops.chunked_attention`.
+`blocks.Blocks`; the maths is FlashAttention's (Dao et al., 2022),
+described in `keras_attention.ops.chunked.chunked_attention`.
 """
 
 from keras import ops
 
-from keras_attention.ops.autodiff import linearize
-from keras_attention.ops.chunked_blocks import to_blocks
+from keras_attention.ops.chunked.autodiff import linearize
+from keras_attention.ops.chunked.blocks import to_blocks
 from keras_attention.ops.hashing import dropout_keep_mask
 from keras_attention.ops.loops import sequential_fori_loop
 from keras_attention.ops.loops import sequential_map
@@ -24,7 +24,8 @@ def sum_over_queries(scores, x):
 
     Under TensorFlow's XLA it is taken as `x^T scores` and the small
     `(B, N, H, k)` result transposed, the form XLA's CPU dot runs faster
-    (`keras_attention.ops.attention._sum_over_queries` has the numbers).
+    (`keras_attention.ops.dense.dot_product_attention._sum_over_queries`
+    has the numbers).
     """
     if not tensorflow_xla_context():
         return ops.einsum("bnqk,bnqh->bnkh", scores, x)

@@ -109,7 +109,7 @@ def plan_blocks(
 
     Example:
 
-    >>> from keras_attention.ops.block_plan import plan_blocks
+    >>> from keras_attention.ops.chunked.block_plan import plan_blocks
     >>> plan = plan_blocks(1, 65536, 65536, 8, 64, runtime="tensorflow-xla",
     ...                    device="cpu")
     >>> plan.query_block, plan.key_block, plan.heads_per_group
