@@ -160,8 +160,11 @@ ATOL = 1e-5  # losses and weights, except:
 # to 6e-8. It comes from the synchronized batch normalizations (without
 # them both strategies agree to 5e-7), not from their moving statistics,
 # nor from the gradient of the all-reduce (an explicit one changed
-# nothing), nor from the one-pass variance; the cause is not found.
-WEIGHTS_ATOL = {("sagan", "multiworker"): 1e-4}
+# nothing), nor from the one-pass variance; the cause is not found. Under
+# MirroredStrategy (2 logical CPUs) the same batch normalizations give
+# 2.3e-5 on an Intel Xeon VM (2026-12-04; losses to 9e-8), the first run of
+# this test in CI (`make test-large-only`).
+WEIGHTS_ATOL = {("sagan", "multiworker"): 1e-4, ("sagan", "mirrored"): 1e-4}
 
 
 def _env():
