@@ -20,6 +20,8 @@ when all is well, except `check_jit_fit`, which returns the training history.
   keys changes nothing.
 - `make_model(layer, inputs)`: a functional model around one layer, for the
   model-level checks.
+- `CompiledOnJax(layer)`: calls the layer as JAX users run it (built
+  symbolically, through `jax.jit`); eagerly on other backends.
 
 Inputs are one array or a list/tuple of arrays passed positionally; other
 call arguments go in `call_kwargs`.
@@ -46,6 +48,7 @@ import numpy as np
 from keras import ops
 
 __all__ = [
+    "CompiledOnJax",
     "check_causality",
     "check_config_round_trip",
     "check_jit_fit",
@@ -98,11 +101,14 @@ def _compare(name, expected, actual, rtol=0.0, atol=0.0):
             )
 
 
-def input_gradients(fn, inputs):
+def input_gradients(fn, inputs, jit=False):
     """Gradients of the scalar `fn(*inputs)` with respect to each input.
 
     Works on the TensorFlow, JAX and PyTorch backends; inputs that do not
-    reach the output get zero gradients.
+    reach the output get zero gradients. With `jit=True`, JAX compiles the
+    gradient with `jax.jit` (eager JAX compiles each primitive on its own,
+    seconds for a whole layer); `fn` must then create no variables (build
+    its layers first). Other backends ignore `jit`.
     """
     backend = keras.backend.backend()
     inputs = [ops.convert_to_tensor(x) for x in inputs]
@@ -118,7 +124,8 @@ def input_gradients(fn, inputs):
     if backend == "jax":
         import jax
 
-        return list(jax.grad(fn, argnums=tuple(range(len(inputs))))(*inputs))
+        grad = jax.grad(fn, argnums=tuple(range(len(inputs))))
+        return list((jax.jit(grad) if jit else grad)(*inputs))
     if backend == "torch":
         import torch
 
@@ -322,7 +329,7 @@ def check_mixed_precision(
                     f"{type(layer).__name__} built under policy {policy!r} "
                     f"computes in {layer.compute_dtype}, not {expected_dtype}."
                 )
-            outputs = _outputs(layer(*args, **call_kwargs))
+            outputs = _outputs(_call_as_users_run_it(layer, args, call_kwargs))
             for i, out in enumerate(outputs):
                 if not np.all(np.isfinite(out.astype("float32"))):
                     _fail(
@@ -333,6 +340,70 @@ def check_mixed_precision(
                 _check_finite_gradients(layer, args, call_kwargs, policy)
     finally:
         keras.config.set_dtype_policy(previous)
+
+
+def _call_as_users_run_it(layer, args, call_kwargs):
+    """`layer(*args, **call_kwargs)`; on JAX built symbolically and compiled
+    (see `CompiledOnJax`)."""
+    return CompiledOnJax(layer)(*args, **call_kwargs)
+
+
+class CompiledOnJax:
+    """Calls `layer` eagerly on TensorFlow, through `jax.jit` on JAX.
+
+    Eager JAX compiles every primitive for every new shape, one by one (a
+    Transformer decoder's first eager call costs ~5 s, its compiled call
+    ~1 s), and JAX users run layers under `jit` (`fit`, `predict`). So on
+    JAX the layer is built from `keras.KerasTensor`s, as a functional model
+    builds it, and called through `jax.jit`: array arguments are traced,
+    other keyword arguments (flags, Python numbers, `None`) are static, one
+    compiled function per set of static values. Other attributes are the
+    layer's.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_attention as ka
+    >>> from keras_attention import testing
+    >>> x = np.random.rand(2, 4, 8).astype("float32")
+    >>> layer = testing.CompiledOnJax(ka.layers.MultiHeadSelfAttention(2, 4))
+    >>> tuple(layer(x, use_causal_mask=True).shape)
+    (2, 4, 8)
+    """
+
+    def __init__(self, layer):
+        self.layer = layer
+        self._compiled = {}
+
+    def __getattr__(self, name):
+        return getattr(self.layer, name)
+
+    def __call__(self, *args, **kwargs):
+        if keras.backend.backend() != "jax":
+            return self.layer(*args, **kwargs)
+        import jax
+
+        traced = {k: v for k, v in kwargs.items() if _is_array(v)}
+        static = tuple(sorted((k, v) for k, v in kwargs.items() if k not in traced))
+        if not self.layer.built:
+            symbolic = keras.tree.map_structure(_symbolic, (args, traced))
+            self.layer(*symbolic[0], **symbolic[1], **dict(static))
+        key = (static, tuple(sorted(traced)))
+        if key not in self._compiled:
+            self._compiled[key] = jax.jit(
+                lambda args, traced: self.layer(*args, **traced, **dict(static))
+            )
+        return self._compiled[key](args, traced)
+
+
+def _is_array(x):
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def _symbolic(x):
+    if not _is_array(x):
+        return x
+    return keras.KerasTensor(tuple(x.shape), dtype=str(x.dtype))
 
 
 def _mean_output(result):
@@ -354,7 +425,8 @@ def _check_finite_gradients(layer, args, call_kwargs, policy):
             full[i] = x
         return _mean_output(layer(*full, **call_kwargs))
 
-    grads = input_gradients(loss, [args[i] for i in positions])
+    # The layer is built (`CompiledOnJax`): JAX may compile the gradient.
+    grads = input_gradients(loss, [args[i] for i in positions], jit=True)
     for i, g in zip(positions, grads, strict=True):
         if not np.all(np.isfinite(_to_numpy(ops.cast(g, "float32")))):
             _fail(f"{name} under {policy!r}: the gradient of input {i} is not finite.")

@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 
 import keras_attention as ka
 from keras_attention import scores
+from keras_attention.testing import CompiledOnJax
 
 # JAX compiles every primitive for every new shape in eager mode, so each
 # hypothesis example costs ~10x more there: fewer examples by default.
@@ -51,13 +52,19 @@ GARBAGE = 1e3  # magnitude of what masked positions hold
 ATOL = 1e-5
 
 # Layers are built once per configuration (widths, variant) and reused for
-# every batch size and length that hypothesis draws.
+# every batch size and length that hypothesis draws. On JAX they are called
+# compiled (`testing.CompiledOnJax`): eager JAX compiles each primitive for
+# each new shape, which made this file the suite's slowest there.
 _LAYERS = {}
 
 
 def _layer(key, factory):
     if key not in _LAYERS:
-        _LAYERS[key] = factory()
+        made = factory()
+        _LAYERS[key] = (
+            tuple(map(CompiledOnJax, made)) if isinstance(made, tuple)
+            else CompiledOnJax(made)
+        )  # fmt: skip
     return _LAYERS[key]
 
 

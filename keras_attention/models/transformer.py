@@ -382,8 +382,9 @@ class Transformer(keras.Model):
         `top_p` (see `keras_attention.decoding.sample`). The same `seed` (an
         int) gives the same tokens; `seed=None` draws a new one from Python's
         `random` at every call. The whole search is one loop compiled with
-        XLA on TensorFlow (`jit_compile=True`), traced once per argument
-        combination (the seed is an input: a new seed does not retrace).
+        XLA (`jit_compile=True`: `tf.function` on TensorFlow, `jax.jit` on
+        JAX), traced once per argument combination (the seed is an input: a
+        new seed does not retrace).
 
         Returns:
             int32 tokens `(B, max_length)` (after `end_id`: `padding_id`),
@@ -419,7 +420,12 @@ class Transformer(keras.Model):
         if not jit_compile:
             return self._search(encoder_tokens, seed, *args)
         return run_compiled(
-            self._generate_functions, args, self._search, encoder_tokens, seed
+            self._generate_functions,
+            args,
+            self._search,
+            encoder_tokens,
+            seed,
+            use_jax=True,
         )
 
     def get_config(self):

@@ -6,6 +6,7 @@ import pytest
 from keras import ops
 
 from keras_attention.models import Transformer
+from keras_attention.testing import CompiledOnJax
 
 PAD, START, END = 0, 1, 2
 
@@ -23,19 +24,25 @@ def _model(vocab=12, **kwargs):
     return Transformer(vocab, vocab, **config)
 
 
+def _full_pass(model, src, prefix):
+    # Compiled on JAX, where each eager call at a new length costs seconds.
+    return CompiledOnJax(model)({"encoder_tokens": src, "decoder_tokens": prefix})
+
+
 def _full_pass_log_probs(model, src, prefix):
-    logits = model({"encoder_tokens": src, "decoder_tokens": prefix})
+    logits = _full_pass(model, src, prefix)
     logits = ops.convert_to_numpy(logits)[:, -1].astype("float64")
     logits[:, PAD] = -1e9  # generate() never emits padding
     logits -= logits.max(-1, keepdims=True)
     return logits - np.log(np.exp(logits).sum(-1, keepdims=True))
 
 
-@pytest.mark.parametrize(
-    # On JAX `jit_compile` changes nothing: one variant is enough there.
-    "jit_compile",
-    [pytest.param(True, marks=pytest.mark.slow_on_jax), False],
-)
+# On JAX the eager search runs op by op (seconds per new shape): the
+# compiled variant, which `generate` runs by default, is enough there.
+COMPILED_AND_EAGER = [True, pytest.param(False, marks=pytest.mark.slow_on_jax)]
+
+
+@pytest.mark.parametrize("jit_compile", COMPILED_AND_EAGER)
 def test_cached_greedy_generation_equals_uncached(rng, jit_compile):
     model = _model(normalize_first=jit_compile, num_encoder_layers=1)
     src = np.array([[5, 6, 7, 8, 0, 0], [9, 4, 3, 0, 0, 0], [3, 3, 4, 5, 6, 7]])
@@ -53,7 +60,7 @@ def test_cached_greedy_generation_equals_uncached(rng, jit_compile):
     np.testing.assert_array_equal(tokens, prefix[:, 1:])
 
 
-@pytest.mark.slow_on_jax  # generate() runs op by op on JAX
+@pytest.mark.slow_on_jax  # generate(jit_compile=False) runs op by op on JAX
 def test_exhaustive_beam_search_on_the_model_matches_brute_force():
     vocab, length, alpha = 4, 3, 0.6  # outputs in {1, 2, 3}
     model = _model(vocab=vocab, num_encoder_layers=1, num_decoder_layers=1)
@@ -96,7 +103,7 @@ def test_generate_returns_cross_attention():
     model = _model(num_decoder_layers=1)
     src = np.array([[5, 6, 7, 0, 0]])
     tokens, weights = model.generate(
-        src, max_length=4, num_beams=2, return_attention_scores=True, jit_compile=False
+        src, max_length=4, num_beams=2, return_attention_scores=True
     )
     weights = ops.convert_to_numpy(weights)
     assert weights.shape == (1, 1, 2, 4, 5)
@@ -149,9 +156,7 @@ def test_learns_to_reverse_a_tiny_sequence(rng, tie_weights):
     model.fit(x, y, batch_size=32, epochs=epochs, verbose=0)
     x_test, y_test = _copy_data(np.random.default_rng(7), 64, length, vocab)
     tokens = ops.convert_to_numpy(
-        model.generate(
-            x_test["encoder_tokens"], max_length=length + 1, jit_compile=False
-        )
+        model.generate(x_test["encoder_tokens"], max_length=length + 1)
     )
     accuracy = (tokens == y_test).all(-1).mean()
     print(f"exact-match accuracy {accuracy:.3f}")
@@ -168,7 +173,7 @@ def test_bad_arguments():
         Transformer(0, 10)
 
 
-@pytest.mark.slow_on_jax  # generate() runs op by op on JAX
+@pytest.mark.slow_on_jax  # generate(jit_compile=False) runs op by op on JAX
 def test_generate_with_several_source_lengths():
     # The second length retraces the compiled search with an unknown length.
     model = _model(num_encoder_layers=1, num_decoder_layers=1)
@@ -278,16 +283,14 @@ def test_generate_traces_the_step_once_not_per_token(monkeypatch, num_beams):
 
 
 def _full_pass_log_probs_at_every_step(model, src, prefix):
-    logits = model({"encoder_tokens": src, "decoder_tokens": prefix})
+    logits = _full_pass(model, src, prefix)
     logits = ops.convert_to_numpy(logits).astype("float64")
     logits[..., PAD] = -1e9  # generate() never emits padding
     logits -= logits.max(-1, keepdims=True)
     return logits - np.log(np.exp(logits).sum(-1, keepdims=True))
 
 
-@pytest.mark.parametrize(
-    "jit_compile", [pytest.param(True, marks=pytest.mark.slow_on_jax), False]
-)
+@pytest.mark.parametrize("jit_compile", COMPILED_AND_EAGER)
 def test_sampled_generation_stays_in_the_models_top_k(rng, jit_compile):
     model = _model(num_encoder_layers=1, num_decoder_layers=1)
     src = rng.integers(3, 12, size=(4, 5))
@@ -313,7 +316,7 @@ def test_sampled_generation_stays_in_the_models_top_k(rng, jit_compile):
     assert (tokens[ended] == PAD).all()
 
 
-@pytest.mark.slow_on_jax  # generate() runs op by op on JAX
+@pytest.mark.slow_on_jax  # generate(jit_compile=False) runs op by op on JAX
 def test_sampled_generation_is_reproducible_with_a_seed(rng):
     model = _model(num_encoder_layers=1, num_decoder_layers=1)
     src = rng.integers(3, 12, size=(3, 5))
