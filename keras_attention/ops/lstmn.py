@@ -101,11 +101,11 @@ def lstmn_step(tapes, t, step_inputs, weights, activations, dropout_mask=None):
         (zeros at a masked step).
     """
     gate_input, attention_input, real = step_inputs
-    hidden_prev = ops.take(tapes["hidden"], t, axis=1)  # (B, U)
-    cell_prev = ops.take(tapes["cell"], t, axis=1)
+    hidden_prev = read_slot(tapes["hidden"], t)  # (B, U)
+    cell_prev = read_slot(tapes["cell"], t)
     query = attention_input  # (B, A)
     if weights.summary_kernel is not None:
-        summary_prev = ops.take(tapes["summary"], t, axis=1)  # (B, U)
+        summary_prev = read_slot(tapes["summary"], t)  # (B, U)
         query = query + ops.matmul(summary_prev, weights.summary_kernel)
     logits = intra_attention_logits(
         tapes["projected"], query, weights.attention_vector
@@ -133,6 +133,13 @@ def lstmn_step(tapes, t, step_inputs, weights, activations, dropout_mask=None):
         summary,
         attention * ops.cast(keep, attention.dtype),
     )
+
+
+def read_slot(tape, slot):
+    """`tape[:, slot]` for a traced `slot`."""
+    start = ops.stack([0 * slot, slot] + [0 * slot] * (len(tape.shape) - 2))
+    shape = (ops.shape(tape)[0], 1, *ops.shape(tape)[2:])
+    return ops.slice(tape, start, shape)[:, 0]
 
 
 def write_slot(tape, slot, value):
@@ -165,7 +172,7 @@ def initial_tapes(inputs, weights):
 def step_inputs(inputs, t):
     """`lstmn_step`'s `step_inputs` of step `t` from the whole sequences."""
     names = ("gate_inputs", "attention_inputs", "step_mask")
-    return tuple(ops.take(inputs[name], t, axis=1) for name in names)
+    return tuple(read_slot(inputs[name], t) for name in names)
 
 
 def lstmn_forward(inputs, weights, activations, return_attention=False):

@@ -14,6 +14,7 @@ differentiate the loop itself.
 """
 
 import contextlib
+import functools
 
 import keras
 from keras import ops
@@ -23,6 +24,7 @@ from keras_attention.ops.lstmn import LSTMNActivations
 from keras_attention.ops.lstmn import LSTMNWeights
 from keras_attention.ops.lstmn import lstmn_forward
 from keras_attention.ops.lstmn import lstmn_step
+from keras_attention.ops.lstmn import read_slot
 from keras_attention.ops.lstmn import step_inputs
 from keras_attention.ops.lstmn import write_slot
 
@@ -32,7 +34,7 @@ _BACKENDS_WITH_PULLBACK = ("tensorflow", "jax")
 def lstmn_recurrence(
     inputs,
     weights,
-    activations=LSTMNActivations(),
+    activations=None,
     return_attention=False,
     memory_efficient=True,
 ):
@@ -46,7 +48,8 @@ def lstmn_recurrence(
             `initial_cell` `(B, U)` (slot 0 of the tapes) and, optionally,
             `recurrent_dropout_mask (B, U)`.
         weights: `LSTMNWeights`, float32.
-        activations: `LSTMNActivations`.
+        activations: `LSTMNActivations` (default: Keras' LSTM's, tanh and
+            sigmoid).
         return_attention: also return every step's weights over the slots.
         memory_efficient: the `O(T)`-memory gradient (TensorFlow and JAX);
             `False` differentiates the loop itself (`O(T^2)` memory), the
@@ -59,12 +62,28 @@ def lstmn_recurrence(
         padded step), or `None`.
     """
     inputs = {name: value for name, value in inputs.items() if value is not None}
+    activations = activations or LSTMNActivations()
     if not memory_efficient or keras.backend.backend() not in _BACKENDS_WITH_PULLBACK:
         tapes, attention = lstmn_forward(inputs, weights, activations, return_attention)
         return tapes["hidden"], tapes["cell"], attention
-    names = list(inputs)
-    fields = [f for f in LSTMNWeights._fields if getattr(weights, f) is not None]
+    names = tuple(inputs)
+    fields = tuple(f for f in LSTMNWeights._fields if getattr(weights, f) is not None)
     values = [inputs[n] for n in names] + [getattr(weights, f) for f in fields]
+    key = (names, fields, activations, bool(return_attention))
+    try:
+        run = _compiled_recurrence(*key)
+    except TypeError:  # an unhashable activation: built for this call
+        run = _compiled_recurrence.__wrapped__(*key)
+    outputs = run(*values)
+    return outputs[0], outputs[1], outputs[2] if return_attention else None
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_recurrence(names, fields, activations, return_attention):
+    """The loop with its own gradient, as a function of the tensors
+    `inputs[names] + weights[fields]`. On JAX it is also `jax.jit`-compiled
+    and kept: outside a traced function (eager calls, tests), JAX would
+    otherwise compile the loop anew at every call."""
 
     @ops.custom_gradient
     def run(*values):
@@ -86,8 +105,11 @@ def lstmn_recurrence(
 
         return outputs, grad
 
-    outputs = run(*values)
-    return outputs[0], outputs[1], outputs[2] if return_attention else None
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.jit(run)
+    return run
 
 
 def lstmn_backward(inputs, weights, activations, tapes, upstream):
@@ -105,16 +127,16 @@ def lstmn_backward(inputs, weights, activations, tapes, upstream):
         t = steps - 1 - k
         # The gradient of the state written by step t: its slot t + 1 as
         # read later, as returned, and through the projected tape.
-        hidden_ct = ops.take(acc["hidden"], t + 1, axis=1) + ops.matmul(
-            ops.take(acc["projected"], t + 1, axis=1), memory_kernel_t
+        hidden_ct = read_slot(acc["hidden"], t + 1) + ops.matmul(
+            read_slot(acc["projected"], t + 1), memory_kernel_t
         )
-        cotangents = [hidden_ct, ops.take(acc["cell"], t + 1, axis=1)]
+        cotangents = [hidden_ct, read_slot(acc["cell"], t + 1)]
         if weights.summary_kernel is not None:
-            cotangents.append(ops.take(acc["summary"], t + 1, axis=1))
+            cotangents.append(read_slot(acc["summary"], t + 1))
         if attention_ct is None:
             cotangents.append(ops.zeros_like(tapes["valid"]))  # (B, T + 1)
         else:
-            cotangents.append(ops.take(attention_ct, t, axis=1))
+            cotangents.append(read_slot(attention_ct, t))
         fn, primals, names = _step_function(inputs, weights, activations, tapes, t)
         grads = dict(zip(names, _pullback(fn, primals, cotangents), strict=True))
         acc = dict(acc)

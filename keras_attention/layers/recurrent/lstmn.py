@@ -244,7 +244,7 @@ class LSTMN(keras.layers.Layer):
         rates = self.dropout + self.recurrent_dropout
         self.seed_generator = keras.random.SeedGenerator(seed) if rates else None
         self.supports_masking = True
-        self.input_spec = keras.layers.InputSpec(ndim=3)
+        self.states = None  # what `keras.layers.Bidirectional` reads: not stateful
 
     # -- weights -------------------------------------------------------------
 
