@@ -187,8 +187,9 @@ def lstmn_forward(inputs, weights, activations, return_attention=False):
     tapes = initial_tapes(inputs, weights)
     carry = {"tapes": tapes}
     if return_attention:
-        rows = ops.zeros_like(tapes["hidden"][:, 1:, :1])  # (B, T, 1)
-        carry["attention"] = rows * tapes["valid"][:, None, :]  # (B, T, T + 1)
+        rows = ops.zeros_like(inputs["step_mask"])  # (B, T)
+        rows = ops.transpose(rows)[:, :, None] * tapes["valid"][None]
+        carry["attention"] = rows  # (T, B, T + 1), one row per step
 
     def body(t, carry):
         tapes = carry["tapes"]
@@ -209,9 +210,17 @@ def lstmn_forward(inputs, weights, activations, return_attention=False):
             tapes["summary"] = write_slot(tapes["summary"], t + 1, summary)
         new = {"tapes": tapes}
         if "attention" in carry:
-            new["attention"] = write_slot(carry["attention"], t, attention)
+            # A scatter (differentiable on every backend), not a select:
+            # a select over the (T, B, T + 1) weights costs O(T^2) a step.
+            row = ops.reshape(ops.cast(t, "int32"), (1, 1))
+            new["attention"] = ops.scatter_update(
+                carry["attention"], row, attention[None]
+            )
         return new
 
     steps = ops.shape(inputs["gate_inputs"])[1]
     carry = sequential_fori_loop(0, steps, body, carry)
-    return carry["tapes"], carry.get("attention")
+    attention = carry.get("attention")
+    if attention is not None:
+        attention = ops.transpose(attention, (1, 0, 2))  # (B, T, T + 1)
+    return carry["tapes"], attention
