@@ -19,7 +19,7 @@ from keras import ops
 
 import keras_attention as ka
 from keras_attention import testing
-from keras_attention.ops.lstmn_recurrence import lstmn_recurrence
+from keras_attention.ops import lstmn_recurrence
 
 B, T, D, UNITS = 2, 5, 3, 4
 MASK = np.array([[1, 1, 0, 1, 0], [0, 0, 1, 1, 1]], bool)  # a hole, right, left

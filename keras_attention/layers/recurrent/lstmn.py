@@ -11,8 +11,8 @@ from keras_attention.validation import check_rate
 from keras_attention.validation import get_activation
 from keras_attention.validation import get_initializer
 
-# Which constructor arguments set up which weights: (name, initializer
-# argument, regularizer, constraint).
+# The constructor arguments (initializer, regularizer, constraint) of the
+# weights applied to the input and of those applied to hidden states.
 _KERNEL = ("kernel_initializer", "kernel_regularizer", "kernel_constraint")
 _RECURRENT = ("recurrent_initializer", "recurrent_regularizer", "recurrent_constraint")
 
@@ -52,23 +52,27 @@ class LSTMN(keras.layers.Layer):
       holding the initial state `h_0 = c_0 = 0` (or `initial_state`), which
       every step may attend to; step 1 reads it alone (`h~_1 = h_0`,
       `c~_1 = c_0`), so the first step is `keras.layers.LSTM`'s first step.
-    - `W_h~ h~_{t-1}` is in the paper's equation and the authors' decoder;
-      their encoder leaves it out. It is kept (`h~_0 = 0`, as the
-      decoder's initial alignment vector);
+    - `W_h~ h~_{t-1}` is in the paper's equation and the authors' decoder
+      (`model/decoder_deep_w2v.lua`); their encoder
+      (`model/encoder_lstmn_w2v.lua`) leaves it out. It is kept, with
+      `h~_0 = 0` (the decoder's initial alignment vector);
       `use_summary_in_score=False` leaves it out, as their encoder.
     - The score has no bias, as in the paper (the authors' linear layers
       add one inside the tanh); the gates have `b` (`use_bias`), as in
       Keras and the authors' code.
 
     Masks (padding), as `keras.layers.LSTM`: a masked step attends to
-    nothing, computes nothing that matters, and carries `(h, c, h~)` over;
-    its output is the carried `h` (zeros with `zero_output_for_mask`, which
-    `keras.layers.Bidirectional` sets when returning sequences). It is
-    never written to the tape as an entry: no later step attends to it,
-    so padding anywhere (left, right, holes) changes no other step, and
-    its inputs get no gradient. (The authors' code instead writes the read
-    `h~_t` into the tape at a padded step.) The output mask is the input
-    mask when returning sequences, as for an LSTM.
+    nothing, carries `(h, c, h~)` over and adds no entry to the tape that
+    any later step attends to, so padding anywhere (left, right, holes)
+    changes no other step and its inputs get no gradient; the real steps
+    compute what they compute on the sequence without its padding. A
+    masked step's output is the carried `h` (before the first real step:
+    `h_0`, as Keras' LSTM on JAX; on TensorFlow Keras' LSTM outputs zeros
+    there even from a nonzero `initial_state`), or zeros with
+    `zero_output_for_mask` (which `keras.layers.Bidirectional` sets when it
+    returns sequences). The output mask is the input mask when returning
+    sequences, as for an LSTM. (The authors' code instead writes the read
+    `(h~_t, c~_t)` into the tape at a padded step.)
 
     `go_backwards` reverses the sequence (and the mask) and returns the
     outputs in the reversed order, as Keras' RNNs, so the layer works in
