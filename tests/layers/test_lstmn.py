@@ -202,15 +202,14 @@ def _projections(seed, *shapes):
     return [rng.normal(size=shape) for shape in shapes]
 
 
-def test_gradients_match_finite_differences(rng):
+def test_gradients_match_finite_differences(x):
     """Gradients by the inputs and every weight (the `O(T)`-memory backward
     pass) against central differences of the float64 reference, through
     outputs, states and weights, with padding."""
-    x = rng.normal(size=(B, 4, D)).astype("float32")
-    mask = MASK[:, :4]
-    layer = _layer(x, attention_units=3)
+    mask = MASK
+    layer = _layer(x)
     names = [w.name for w in layer.trainable_weights]
-    projections = _projections(1, (B, 4, UNITS), (B, UNITS), (B, UNITS), (B, 4, 4))
+    projections = _projections(1, (B, T, UNITS), (B, UNITS), (B, UNITS), (B, T, T))
 
     def loss(*args):
         values, x = list(args[1:]), args[0]
@@ -244,6 +243,9 @@ def test_gradients_match_finite_differences(rng):
     assert np.all(grads[0][~mask] == 0)  # padded steps' inputs: no gradient
 
 
+# JAX's backward is checked against finite differences above; this
+# comparison compiles the differentiated loop, seconds on JAX.
+@pytest.mark.slow_on_jax
 def test_the_memory_efficient_backward_equals_autodiff_of_the_loop(rng):
     """Same gradients, by every input and weight, as differentiating the loop
     itself; with padding, `W_h~`, recurrent dropout and the weights returned."""
@@ -442,7 +444,7 @@ def test_a_stack_passes_the_mask_on(x):
     tokens = np.array([[3, 1, 0, 2, 0], [0, 0, 4, 1, 2]], "int32")
     embedding = keras.layers.Embedding(5, D, mask_zero=True)
     first = ka.layers.LSTMN(UNITS, return_sequences=True)
-    second = ka.layers.LSTMN(3)
+    second = ka.layers.LSTMN(UNITS)
     inputs = keras.Input((None,), dtype="int32")
     model = keras.Model(inputs, second(first(embedding(inputs))))
     model(tokens)
@@ -502,7 +504,7 @@ def _bidirectional_model():
     tokens = keras.Input((None,), dtype="int32")
     embedded = keras.layers.Embedding(6, D, mask_zero=True)(tokens)
     summary = keras.layers.Bidirectional(
-        ka.layers.LSTMN(3, dropout=0.1, recurrent_dropout=0.1, seed=1)
+        ka.layers.LSTMN(UNITS, dropout=0.1, recurrent_dropout=0.1, seed=1)
     )(embedded)
     return keras.Model(tokens, keras.layers.Dense(1)(summary))
 
