@@ -7,8 +7,11 @@ hold every step's inputs. The backward pass here walks the steps from the
 last to the first over the final tapes: it recomputes step `t` and takes
 its vector-Jacobian product, with the gradients of the slots it wrote
 complete by then (only later steps read them). It keeps the tapes and
-their gradients, `O(T (U + A))` per sequence, and costs about twice the
-forward. Keras has no backend-neutral vector-Jacobian product, so one step's
+their gradients, `O(T (U + A))` per sequence. Measured under XLA on a CPU
+(B = 16, T = 128, U = A = 128), forward and backward take 0.23 s against
+0.05 s for the forward alone on TensorFlow, 0.53 s against 0.10 s on JAX
+(where differentiating the loop takes 1.0 s and `O(T^2)` memory). Keras
+has no backend-neutral vector-Jacobian product, so one step's
 is taken with `jax.vjp` or a `tf.GradientTape` (`_pullback`); other backends
 differentiate the loop itself.
 """
