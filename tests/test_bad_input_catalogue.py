@@ -721,6 +721,68 @@ CASES = [
         "states[0]",
         "states[0].shape=(2, 6)",
     ),
+    # -- LSTMN ------------------------------------------------------------------
+    ("lstmn-units=0", lambda: L.LSTMN(0), "units", "units=0"),
+    (
+        "lstmn-attention_units=0",
+        lambda: L.LSTMN(4, attention_units=0),
+        "attention_units",
+        "attention_units=0",
+    ),
+    (
+        "lstmn-recurrent_dropout=1",
+        lambda: L.LSTMN(4, recurrent_dropout=1.0),
+        "recurrent_dropout",
+        "recurrent_dropout=1.0",
+    ),
+    (
+        "lstmn-stateful",
+        lambda: L.LSTMN(4, stateful=True),
+        "stateful",
+        "stateful=True",
+    ),
+    (
+        "lstmn-return_sequences-not-a-bool",
+        lambda: L.LSTMN(4, return_sequences="yes"),
+        "return_sequences",
+        "return_sequences='yes'",
+    ),
+    (
+        "lstmn-activation-unknown",
+        lambda: L.LSTMN(4, recurrent_activation="sigmoidal"),
+        "recurrent_activation",
+        "recurrent_activation='sigmoidal'",
+    ),
+    (
+        "lstmn-rank-2-input",
+        lambda: L.LSTMN(4)(_x(2, 5)),
+        "sequences",
+        "sequences.shape=(2, 5)",
+    ),
+    (
+        "lstmn-input-width",
+        lambda: _built(L.LSTMN(4), _x(2, 5, 3))(_x(2, 5, 6)),
+        "sequences",
+        "sequences.shape=(2, 5, 6)",
+    ),
+    (
+        "lstmn-initial_state-one-tensor",
+        lambda: L.LSTMN(4)(_x(2, 5, 3), initial_state=[_x(2, 4)]),
+        "initial_state",
+        "[(2, 4)]",
+    ),
+    (
+        "lstmn-initial_state-width",
+        lambda: L.LSTMN(4)(_x(2, 5, 3), initial_state=[_x(2, 4), _x(2, 3)]),
+        "initial_state",
+        "[(2, 4), (2, 3)]",
+    ),
+    (
+        "lstmn-mask-length",
+        lambda: L.LSTMN(4)(_x(2, 5, 3), mask=_ones(2, 4)),
+        "mask",
+        "mask.shape=(2, 4)",
+    ),
     # -- decoding ---------------------------------------------------------------
     (
         "greedy-max_length",

@@ -133,6 +133,22 @@ LAYER_CASES = {
         ),
         _inputs((2, 5)),
     ),
+    "LSTMN": lambda: (
+        ka.layers.LSTMN(4, attention_units=3, return_sequences=True),
+        _inputs((2, 5, 3)),
+    ),
+    "LSTMN/encoder-backwards-state-dropout": lambda: (
+        ka.layers.LSTMN(
+            3,
+            use_summary_in_score=False,
+            return_state=True,
+            go_backwards=True,
+            dropout=0.1,
+            recurrent_dropout=0.2,
+            seed=1,
+        ),
+        _inputs((2, 4, 3)),
+    ),
     "MultiHeadAttention": lambda: (
         ka.layers.MultiHeadAttention(num_heads=2, key_dim=3, dropout=0.1),
         _inputs((2, 3, 4), (2, 5, 6)),
@@ -227,6 +243,11 @@ LAYER_CASES = {
 # gradients (`(layer, inputs, call_kwargs)`), and masked keys that must not
 # matter (`(layer, query, value)`, padded through `value_mask`).
 CAUSAL_CASES = {
+    "LSTMN": lambda: (
+        ka.layers.LSTMN(3, return_sequences=True),
+        _inputs((2, 4, 3)),
+        {},
+    ),
     "ScoredAttention": lambda: (
         ka.layers.ScoredAttention(score="general"),
         _inputs((2, 4, 3), (2, 4, 5)),
@@ -256,6 +277,13 @@ CAUSAL_CASES = {
     ),
 }
 PADDING_CASES = {
+    # A recurrent layer over one sequence: padded steps appended and masked
+    # (`value` None: `check_padding_invariance`'s self-attention form).
+    "LSTMN": lambda: (
+        ka.layers.LSTMN(3, return_sequences=True),
+        _inputs((2, 4, 3)),
+        None,
+    ),
     "ScoredAttention": lambda: (
         ka.layers.ScoredAttention(score="cosine"),
         *_inputs((2, 3, 4), (2, 5, 4)),
@@ -298,7 +326,7 @@ SLOW_CASES = [
 # test workers busy) and runs for them in `make test-large` only.
 FIT_UNDER_MASKS = {
     "AttentionPooling", "AttentionRNNCell", "AttentionRNNDecoder",
-    "BahdanauAttention", "LuongAttention", "MultiHeadAttention",
+    "BahdanauAttention", "LSTMN", "LuongAttention", "MultiHeadAttention",
     "MultiHeadSelfAttention", "NeuralTuringMachineCell", "PointerAttention",
     "ScoredAttention", "TransformerDecoder", "TransformerDecoderBlock",
     "TransformerEncoder", "TransformerEncoderBlock",

@@ -268,6 +268,14 @@ CASES = {
             return_sequences=True,
         )
     ),
+    # Masked steps are skipped as `keras.layers.LSTM` skips them, wherever
+    # they are (left padding included), alone and in `Bidirectional`.
+    "LSTMN": lambda: _one_sequence(lambda: ka.layers.LSTMN(4, return_sequences=True)),
+    "LSTMN/bidirectional": lambda: _one_sequence(
+        lambda: keras.layers.Bidirectional(
+            ka.layers.LSTMN(3, return_sequences=True, use_summary_in_score=False)
+        )
+    ),
     "AttentionRNNDecoder": lambda: _two_sequences(
         lambda: ka.layers.AttentionRNNDecoder(_rnn_cell()),
         query_real=RIGHT_PADDED_QUERY_REAL,

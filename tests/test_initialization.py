@@ -198,6 +198,18 @@ CASES = {
         ),
         True,
     ),
+    # units = attention_units = width: W_h and W_h~ (4, 4) have one shape.
+    "LSTMN": (
+        lambda init: _call(
+            ka.layers.LSTMN(
+                4,
+                **_kw(init),
+                **({} if init is None else {"recurrent_initializer": init(2)}),
+            ),
+            (B, 5, 4),
+        ),
+        True,
+    ),
     "PointerAttention": (
         lambda init: _call(ka.layers.PointerAttention(units=3), (B, 3, 4), (B, 5, 4)),
         False,

@@ -884,12 +884,64 @@ def attention_pooling_properties(data):
     _check_same(f"{name} padding invariance", output, garbled)
 
 
+def lstmn_properties(data):
+    """Every real step's weights over the initial state and the earlier real
+    steps form a distribution (a padded step attends to nothing); garbage
+    at padded steps changes nothing (outputs, states, weights); garbage
+    after t0 changes no output up to t0."""
+    rng = _rng(data)
+    b = data.draw(st.integers(1, 3), label="batch")
+    t = data.draw(st.integers(1, 6), label="T")
+    d = data.draw(st.sampled_from([2, 3]), label="input width")
+    summary = data.draw(st.booleans(), label="W_h~ in the score")
+    backwards = data.draw(st.booleans(), label="go_backwards")
+    layer = _layer(
+        ("LSTMN", d, summary, backwards),
+        lambda: ka.layers.LSTMN(
+            3,
+            attention_units=4,
+            use_summary_in_score=summary,
+            go_backwards=backwards,
+            return_sequences=True,
+            return_state=True,
+        ),
+    )
+    x = _normal(rng, b, t, d)
+    mask = _draw_mask(data, b, t, "mask")
+    name = "LSTMN"
+    outputs = layer(x, mask=mask, return_attention_scores=True)
+    output, h, c, weights = outputs
+    _check_shape(name, output, (b, t, 3))
+    _check_shape(name, weights, (b, t, t))
+    _check_finite(name, *outputs)
+    real = mask[:, ::-1] if backwards else mask  # in processing order
+    w = _np(weights)
+    full = np.concatenate([1.0 - w.sum(-1, keepdims=True), w], -1)  # slot 0 first
+    full[~real] = 0.0
+    earlier = np.arange(t)[None, :] < np.arange(t)[:, None]  # (T, T)
+    visible = real[:, :, None] & np.concatenate(
+        [np.ones((b, t, 1), bool), earlier[None] & real[:, None, :]], -1
+    )
+    _check_weights(name, full, visible)
+    assert np.all(w[~real] == 0), f"{name}: a padded step attended"
+    garbled = layer(_garble(rng, x, mask), mask=mask, return_attention_scores=True)
+    for expected, actual in zip(outputs, garbled, strict=True):
+        _check_same(f"{name} padding invariance", expected, actual)
+    if not backwards:
+        t0 = data.draw(st.integers(0, t - 1), label="t0")
+        future = layer(_garble(rng, x, _future_keep(b, t, t0)), mask=mask)[0]
+        _check_same(
+            f"{name} causality", _np(output)[:, : t0 + 1], _np(future)[:, : t0 + 1]
+        )
+
+
 PROPERTIES = {
     "AttentionPooling": attention_pooling_properties,
     "AttentionRNNCell": attention_rnn_cell_properties,
     "AttentionRNNDecoder": attention_rnn_decoder_properties,
     "BahdanauAttention": bahdanau_attention_properties,
     "ImageTransformerBlock": image_transformer_block_properties,
+    "LSTMN": lstmn_properties,
     "LuongAttention": luong_attention_properties,
     "MultiHeadAttention": multi_head_attention_properties,
     "MultiHeadSelfAttention": multi_head_self_attention_properties,

@@ -18,6 +18,8 @@ import keras_attention  # noqa: F401  (registers the classes)
 
 RELEASE = pathlib.Path(__file__).parent / "data" / "release-0.2.0"
 CASES = sorted(p.stem for p in RELEASE.glob("*.keras"))
+# Public classes added after release 0.2.0: it could not save them.
+ADDED_AFTER_0_2_0 = {"LSTMN"}
 
 
 def _arrays(record, case, kind):
@@ -39,7 +41,7 @@ def test_the_fixture_covers_every_public_class():
 
     saved = {case.split("__")[0] for case in CASES}
     expected = set(ka.layers.__all__) | {f"models.{m}" for m in ka.models.__all__}
-    assert saved == expected
+    assert saved == expected - ADDED_AFTER_0_2_0
 
 
 @pytest.mark.parametrize("case", CASES)

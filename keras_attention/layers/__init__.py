@@ -1,6 +1,7 @@
 """Public layers, one per file, grouped by family.
 
-- `recurrent/`: Bahdanau, Luong, scored and pointer attention, RNN decoders.
+- `recurrent/`: Bahdanau, Luong, scored and pointer attention, RNN decoders,
+  the LSTMN.
 - `transformer/`: multi-head attention, the Transformer blocks and stacks, positions.
 - `universal/`: the Universal Transformer (ACT).
 - `memory/`: the Neural Turing Machine.
@@ -19,6 +20,7 @@ from keras_attention.layers.pooling.attention_pooling import AttentionPooling
 from keras_attention.layers.recurrent.attention_rnn_cell import AttentionRNNCell
 from keras_attention.layers.recurrent.attention_rnn_decoder import AttentionRNNDecoder
 from keras_attention.layers.recurrent.bahdanau_attention import BahdanauAttention
+from keras_attention.layers.recurrent.lstmn import LSTMN
 from keras_attention.layers.recurrent.luong_attention import LuongAttention
 from keras_attention.layers.recurrent.pointer_attention import PointerAttention
 from keras_attention.layers.recurrent.scored_attention import ScoredAttention
@@ -53,6 +55,7 @@ __all__ = [
     "AttentionRNNDecoder",
     "BahdanauAttention",
     "ImageTransformerBlock",
+    "LSTMN",
     "LuongAttention",
     "MultiHeadAttention",
     "MultiHeadSelfAttention",

@@ -58,6 +58,11 @@ from keras_attention.ops.local_attention import local_predictive_weights
 from keras_attention.ops.local_attention import predicted_positions
 from keras_attention.ops.local_attention import source_positions
 from keras_attention.ops.loops import recurrence
+from keras_attention.ops.lstmn import LSTMNActivations
+from keras_attention.ops.lstmn import LSTMNWeights
+from keras_attention.ops.lstmn import intra_attention_logits
+from keras_attention.ops.lstmn import lstmn_step
+from keras_attention.ops.lstmn_recurrence import lstmn_recurrence
 from keras_attention.ops.modifier_calls import alibi_slopes
 from keras_attention.ops.modifier_calls import position_indices
 from keras_attention.ops.modifier_calls import relative_position_bucket
@@ -78,6 +83,11 @@ __all__ = [
     "content_weights",
     "cosine_similarity",
     "interpolate",
+    "LSTMNActivations",
+    "LSTMNWeights",
+    "intra_attention_logits",
+    "lstmn_recurrence",
+    "lstmn_step",
     "read_memory",
     "sharpen",
     "write_memory",

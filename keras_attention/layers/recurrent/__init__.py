@@ -7,5 +7,7 @@ window (local-m or local-p). `BahdanauAttention` and `LuongAttention` are
 the two papers' presets of it, `PointerAttention` returns its logits as a
 pointer over the inputs, and `AttentionRNNCell` / `AttentionRNNDecoder` wrap
 any Keras RNN cell into a decoder that attends at every step (Bahdanau et
-al. 2015; Luong et al. 2015; Vinyals et al. 2015).
+al. 2015; Luong et al. 2015; Vinyals et al. 2015). `LSTMN` is an LSTM that
+attends over the tape of its own earlier states at every step (Cheng et al.
+2016).
 """
