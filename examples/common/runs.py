@@ -4,6 +4,8 @@ import csv
 import json
 import os
 
+from examples.common.cli import status
+
 
 def last_epoch_rows(log_path):
     """The CSV log's last row of each epoch, in epoch order: a run resumed
@@ -74,5 +76,5 @@ def load_finished_run(model, config, record_path, weights_path, label):
         )
     model.optimizer.build(model.trainable_variables)  # the file holds its state
     model.load_weights(weights_path)
-    print(f"[{label}] trained before: loaded {weights_path}")
+    status(f"[{label}] trained before: loaded {weights_path}")
     return record

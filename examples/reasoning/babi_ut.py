@@ -176,6 +176,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tarfile
 import time
 
@@ -699,7 +700,7 @@ def main(argv=None):
         data, vocabulary, max_facts, note, examples = prepare_task(args, data_dir, task)
         if note:
             notes[task] = note
-            print(f"[qa{task}] {note}", flush=True)
+            print(f"[qa{task}] {note}", file=sys.stderr, flush=True)
         sizes = len(vocabulary.words), len(vocabulary.answers), max_facts
         baseline_dim, ut_params, baseline_params = matched_intermediate_dim(
             args, *sizes
@@ -708,7 +709,7 @@ def main(argv=None):
               f"{len(data[2][1]):,} test questions, {max_facts} facts at most; "
               f"weights: ut_act {ut_params:,}, transformer {baseline_params:,} "
               f"({args.baseline_layers} layers, intermediate_dim {baseline_dim})",
-              flush=True)  # fmt: skip
+              file=sys.stderr, flush=True)  # fmt: skip
         results[task] = {}
         for kind in args.models:
             keras.backend.clear_session()

@@ -65,6 +65,7 @@ from keras import layers  # noqa: E402
 import keras_attention as ka  # noqa: E402
 from examples.common import distribute  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
+from examples.common.cli import status  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
 
 # The original MNIST test files and their SHA-256 (also in the repository's
@@ -541,7 +542,7 @@ def train(args, strategy, images, output_dir):
         # A killed run restarts from the last finished epoch.
         keras.callbacks.BackupAndRestore(backup_dir),
     ]
-    print(f"Global batch {batch_size}, {len(images) // batch_size} steps per epoch")
+    status(f"Global batch {batch_size}, {len(images) // batch_size} steps per epoch")
     start = time.time()
     history = gan.fit(
         distribute.shard_by_data(dataset),
@@ -552,7 +553,7 @@ def train(args, strategy, images, output_dir):
         shuffle=False,  # make_dataset shuffles
     )
     train_seconds = time.time() - start
-    print(f"GAN training took {train_seconds:.0f} s")
+    status(f"GAN training took {train_seconds:.0f} s")
     gan.save_weights(os.path.join(output_dir, "model.weights.h5"))
     with open(os.path.join(output_dir, "history.json"), "w") as f:
         json.dump({k: [float(x) for x in v] for k, v in history.history.items()}, f)
@@ -564,13 +565,13 @@ def main(argv=None):
     # First, before any other TensorFlow op: `mirrored` on a CPU splits it
     # into logical devices, `multiworker` connects to the other workers.
     strategy = distribute.make_strategy(args)
-    print(f"Strategy: {distribute.describe(strategy)}")
+    status(f"Strategy: {distribute.describe(strategy)}")
     # Only the chief's outputs are kept (other workers write to a temp dir).
     output_dir = distribute.output_dir_for(args.output_dir, strategy)
     os.makedirs(output_dir, exist_ok=True)
     keras.utils.set_random_seed(args.seed)
     images, labels = load_digits_dataset(args.dataset, args.data_dir, args.limit)
-    print(f"{len(images)} real {args.dataset} images of shape {images.shape[1:]}")
+    status(f"{len(images)} real {args.dataset} images of shape {images.shape[1:]}")
     generator, discriminator, train_seconds = train(args, strategy, images, output_dir)
 
     fixed_z = fixed_latents(args)
@@ -580,7 +581,7 @@ def main(argv=None):
         os.path.join(output_dir, "attention.png"),
     )
 
-    print("Training the evaluation classifier on real digits...")
+    status("Training the evaluation classifier on real digits...")
     _, scorer, accuracy = train_classifier(
         images, labels, args.classifier_epochs, args.seed
     )
@@ -606,7 +607,7 @@ def main(argv=None):
     difference = np.abs(
         np.array(reloaded.serve(z)) - np.array(generator(z, training=False))
     ).max()
-    print(f"SavedModel at {export_dir}; max difference after reload: {difference:.2e}")
+    status(f"SavedModel at {export_dir}; max difference after reload: {difference:.2e}")
     if difference > 1e-5:
         raise RuntimeError("The reloaded SavedModel does not match the generator.")
     distribute.cleanup_output_dir(output_dir, strategy)
