@@ -126,6 +126,7 @@ from examples.common.files import sha256  # noqa: E402
 from examples.common.runs import finish_run  # noqa: E402
 from examples.common.runs import learning_curve  # noqa: E402
 from examples.common.runs import load_finished_run  # noqa: E402
+from examples.common.runs import provenance  # noqa: E402
 from examples.common.runs import write_json  # noqa: E402
 
 DATA_URL = (
@@ -676,7 +677,8 @@ def main(argv=None):
     with open(os.path.join(args.output_dir, "samples.txt"), "w") as f:
         f.write("\n".join(samples))
     print(samples[0])
-    summary = {"args": vars(args), "results": results}
+    summary = {"args": vars(args), "results": results,
+               "provenance": provenance(__file__, argv)}  # fmt: skip
     write_json(os.path.join(args.output_dir, "results.json"), summary)
     return summary
 

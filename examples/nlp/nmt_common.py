@@ -62,6 +62,7 @@ from examples.common import distribute  # noqa: E402
 from examples.common.cli import status  # noqa: E402
 from examples.common.export import save_for_serving  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
+from examples.common.runs import provenance  # noqa: E402
 
 # ---------------------------------------------------------------------------
 # Data
@@ -982,5 +983,6 @@ def export(args, translator, sentences, output_dir, results):
             f"translates {len(served)} sentences like the model in memory, e.g. "
             f"{sentences[0]!r} -> {served[0]!r}"
         )
+    results["provenance"] = provenance()  # the command line of sys.argv
     with open(os.path.join(output_dir, "results.json"), "w") as f:
         json.dump(results, f, indent=1)

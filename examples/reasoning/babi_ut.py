@@ -181,12 +181,17 @@ import tarfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The repository root, for the helpers shared by the examples.
+sys.path.insert(
+    0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
+from examples.common.runs import provenance  # noqa: E402
 
 DATA_URL = "https://s3.amazonaws.com/text-datasets/babi_tasks_1-20_v1-2.tar.gz"
 ARCHIVE_ROOT = "tasks_1-20_v1-2"
@@ -726,7 +731,8 @@ def main(argv=None):
             args, *plotted[1:], os.path.join(args.output_dir, "ponder_steps.png")
         )
     summary = {"args": vars(args), "notes": notes, "results": results,
-               "wall_seconds": time.perf_counter() - start}  # fmt: skip
+               "wall_seconds": time.perf_counter() - start,
+               "provenance": provenance(__file__, argv)}  # fmt: skip
     with open(os.path.join(args.output_dir, "results.json"), "w") as f:
         json.dump(summary, f, indent=1, default=str)
     return summary

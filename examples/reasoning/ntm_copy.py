@@ -113,6 +113,7 @@ from examples.common.cli import status  # noqa: E402
 from examples.common.runs import finish_run  # noqa: E402
 from examples.common.runs import learning_curve  # noqa: E402
 from examples.common.runs import load_finished_run  # noqa: E402
+from examples.common.runs import provenance  # noqa: E402
 from examples.common.runs import write_json  # noqa: E402
 
 MODELS = ("ntm", "lstm")
@@ -538,6 +539,7 @@ def main(argv=None):
         "args": vars(args),
         "backend": keras.backend.backend(),
         "results": results,
+        "provenance": provenance(__file__, argv),
     }
     write_json(os.path.join(args.output_dir, "results.json"), summary)
     return summary
