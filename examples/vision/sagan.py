@@ -810,6 +810,7 @@ def run_summary(args, generator, discriminator, train_seconds):
         "epochs": args.epochs,
         "block": args.block,
         "seed": args.seed,
+        "config": {name: getattr(args, name) for name in TRAINING_FLAGS},
         "train_seconds": round(train_seconds, 1),
         "gamma_generator": float(gated_block(generator).gamma.numpy()),
         "gamma_discriminator": float(gated_block(discriminator).gamma.numpy()),
@@ -860,20 +861,43 @@ def single_run(args, strategy, images, labels, argv):
     return report
 
 
+def evaluation_config(args):
+    """The flags that shape a comparison's scores (the classifier's too)."""
+    return {"eval_samples": args.eval_samples, "eval_draws": args.eval_draws,
+            "pr_k": args.pr_k, "classifier_epochs": args.classifier_epochs,
+            "classifier_seed": args.seed, "limit": args.limit}  # fmt: skip
+
+
+def finished_report(run_args, evaluation):
+    """The report in `quality.json` of a run trained with the flags of
+    `run_args` and scored as `evaluation` says, or None: then the run is
+    trained, or loaded and scored again (`train` refuses a trained GAN
+    whose training flags have changed)."""
+    path = os.path.join(run_args.output_dir, "quality.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        report = json.load(f)
+    config = {name: getattr(run_args, name) for name in TRAINING_FLAGS}
+    if report.get("evaluation") != evaluation or report.get("config") != config:
+        return None
+    status(f"[{run_args.block} seed {run_args.seed}] finished before: {path}")
+    return report
+
+
 def run_one(args, strategy, images, scoring, block, seed, argv):
     """One run of a comparison in `<output-dir>/<block>_seed<seed>`:
     its report, read back when `quality.json` is there (a finished run),
-    else trained (resuming from its backup), pictured and scored with
-    `scoring = (scorer, real_reference)`."""
+    else trained (resuming from its backup, or loaded when it finished
+    training), pictured and scored with `scoring = (scorer, real_reference)`."""
     run_dir = os.path.join(args.output_dir, f"{block}_seed{seed}")
-    quality_path = os.path.join(run_dir, "quality.json")
-    if os.path.exists(quality_path):
-        status(f"[{block} seed {seed}] finished before: {quality_path}")
-        with open(quality_path) as f:
-            return json.load(f)
     run_args = argparse.Namespace(
         **{**vars(args), "block": block, "seed": seed, "output_dir": run_dir}
     )
+    evaluation = evaluation_config(args)
+    report = finished_report(run_args, evaluation)
+    if report is not None:
+        return report
     keras.utils.set_random_seed(seed)
     output_dir = distribute.output_dir_for(run_dir, strategy)
     os.makedirs(output_dir, exist_ok=True)
@@ -888,6 +912,7 @@ def run_one(args, strategy, images, scoring, block, seed, argv):
                       seed + 1, args.eval_draws, args.pr_k)  # fmt: skip
     report.update(
         run_summary(run_args, generator, discriminator, seconds),
+        evaluation=evaluation,
         provenance=runs.provenance(__file__, argv),
     )
     runs.write_json(os.path.join(output_dir, "quality.json"), report, indent=2)

@@ -190,8 +190,9 @@ def test_smoke_run_trains_evaluates_and_exports(tmp_path):
 def test_ablation_comparison_trains_both_blocks_and_reads_finished_runs_back(
     tmp_path,
 ):
-    argv = ["--smoke", "--compare-ablation", "--seeds", "1", "--eval-draws", "2",
-            "--output-dir", str(tmp_path)]  # fmt: skip
+    flags = ["--smoke", "--compare-ablation", "--seeds", "1", "--output-dir",
+             str(tmp_path)]  # fmt: skip
+    argv = flags + ["--eval-draws", "2"]
     results = sagan.main(argv)
     assert set(results["runs"]) == {"attention", "conv"}
     for network in ("generator", "discriminator"):
@@ -210,3 +211,10 @@ def test_ablation_comparison_trains_both_blocks_and_reads_finished_runs_back(
         first, second = results["runs"][block]["1"], again["runs"][block]["1"]
         assert second["train_seconds"] == first["train_seconds"]
         assert second["frechet_distance"] == pytest.approx(first["frechet_distance"])
+    # Other evaluation flags score the trained GANs again; other training
+    # flags are refused.
+    rescored = sagan.main(flags + ["--eval-draws", "3"])
+    assert len(rescored["runs"]["conv"]["1"]["draws"]) == 3
+    assert rescored["runs"]["conv"]["1"]["train_seconds"] == first["train_seconds"]
+    with pytest.raises(ValueError, match="trained with other settings"):
+        sagan.main(argv + ["--g-lr", "2e-4"])
