@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-large test-large-only test-jax bench bench-jax gpu-wheels gpu-bundle gpu-check docs docs-serve docs-test lint format clean
+.PHONY: venv demo test test-large test-large-only test-jax bench bench-jax gpu-wheels gpu-bundle gpu-check docs docs-serve docs-test figures lint format clean
 
 venv: $(STAMP)
 
@@ -106,6 +106,15 @@ docs-serve: $(STAMP)
 # (`apt-get install chromium`) or a CHROMIUM=/path/to/chromium.
 docs-test: $(STAMP)
 	$(PY) -m pytest -q -m "" -rs tests/test_docs_offline_math.py $(PYTEST_ARGS)
+
+# The quoted figures (the examples' results.json under FIGURES_ARGS, and the
+# dated "Measured" paragraphs of the example headers, the READMEs and docs/)
+# with their date, commit and command, flagged STALE when their example
+# changed since (tools/figures.py). FIGURES_ARGS="outputs --metrics" lists
+# every number; "--check" exits with 1 when one is stale.
+FIGURES_ARGS ?= outputs
+figures:
+	$(PYTHON) tools/figures.py $(FIGURES_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check keras_attention tests examples benchmarks docs/figures.py tools

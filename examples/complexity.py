@@ -62,6 +62,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 from examples.common.cli import example_parser  # noqa: E402
+from examples.common.cli import status  # noqa: E402
 from examples.common.memory import proc_status  # noqa: E402
 
 LAYERS = ("conv", "gru", "attention", "attention_chunked")
@@ -527,7 +528,7 @@ def main(argv=None):
         os.path.join(args.output_dir, "complexity.png"),
         title,
     )
-    print(f"wrote {args.output_dir}/complexity.{{json,csv,md,png}}")
+    status(f"wrote {args.output_dir}/complexity.{{json,csv,md,png}}")
     return result
 
 

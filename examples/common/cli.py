@@ -1,6 +1,7 @@
 """The command line every example script shares."""
 
 import argparse
+import sys
 
 
 def example_parser(description):
@@ -21,3 +22,11 @@ def add_data_dir(parser, holds):
         default=None,
         help=f"directory with {holds}; default: download it (checked by SHA-256)",
     )
+
+
+def status(*parts, sep=" "):
+    """Print a status line (progress, setup, where files went) to standard
+    error, so standard output holds only an example's results: e.g.
+    `nmt_transformer.py --translate < src.txt > hyp.txt` writes one line
+    per source line and nothing else."""
+    print(*parts, sep=sep, file=sys.stderr, flush=True)

@@ -1,8 +1,14 @@
 """What the training examples read back from their own run logs."""
 
 import csv
+import datetime
 import json
 import os
+import shlex
+import subprocess
+import sys
+
+from examples.common.cli import status
 
 
 def last_epoch_rows(log_path):
@@ -28,12 +34,61 @@ def write_json(path, record, indent=1):
         json.dump(record, f, indent=indent)
 
 
-def write_results(output_dir, results, args, table):
-    """`results.json` (the results and the arguments) and `results.md`
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _git(*arguments):
+    """Output of a git command in the repository, or None without git."""
+    try:
+        done = subprocess.run(["git", *arguments], cwd=ROOT, capture_output=True,
+                              text=True, timeout=30, check=True)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip()
+
+
+def provenance(script=None, argv=None):
+    """Where a result came from, for `results.json` (`tools/figures.py`
+    lists them): the date (UTC), the git commit and whether the work tree
+    had uncommitted changes, the library versions, and the command line
+    (`script`, default `sys.argv[0]`, relative to the repository, and
+    `argv`, default `sys.argv[1:]`)."""
+    import keras
+
+    import keras_attention
+
+    script = os.path.abspath(sys.argv[0] if script is None else script)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    relative = os.path.relpath(script, ROOT)
+    changes = _git("status", "--porcelain", "--untracked-files=no")
+    record = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"
+        ),
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": None if changes is None else bool(changes),
+        "keras_attention_version": keras_attention.__version__,
+        "keras_version": keras.__version__,
+        "backend": keras.backend.backend(),
+        "script": relative,
+        "command": shlex.join(["python", relative, *map(str, argv)]),
+    }
+    if "tensorflow" in sys.modules:
+        record["tensorflow_version"] = sys.modules["tensorflow"].__version__
+    return record
+
+
+def write_results(output_dir, results, args, table, source=None):
+    """`results.json` (the results, the arguments and their `provenance`;
+    `source`: the record, default `provenance()`) and `results.md`
     (`table`, markdown lines, also printed) in `output_dir`."""
     write_json(
         os.path.join(output_dir, "results.json"),
-        dict(results=results, args=vars(args)),
+        dict(
+            results=results,
+            args=vars(args),
+            provenance=provenance() if source is None else source,
+        ),
         indent=2,
     )
     with open(os.path.join(output_dir, "results.md"), "w") as f:
@@ -74,5 +129,5 @@ def load_finished_run(model, config, record_path, weights_path, label):
         )
     model.optimizer.build(model.trainable_variables)  # the file holds its state
     model.load_weights(weights_path)
-    print(f"[{label}] trained before: loaded {weights_path}")
+    status(f"[{label}] trained before: loaded {weights_path}")
     return record

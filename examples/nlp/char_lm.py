@@ -121,10 +121,12 @@ from keras import ops  # noqa: E402
 import keras_attention as ka  # noqa: E402
 from examples.common.cli import add_data_dir  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
+from examples.common.cli import status  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
 from examples.common.runs import finish_run  # noqa: E402
 from examples.common.runs import learning_curve  # noqa: E402
 from examples.common.runs import load_finished_run  # noqa: E402
+from examples.common.runs import provenance  # noqa: E402
 from examples.common.runs import write_json  # noqa: E402
 
 DATA_URL = (
@@ -408,6 +410,7 @@ class Progress(keras.callbacks.Callback):
             f"train loss {logs['loss']:.4f}, val loss {logs['val_loss']:.4f}, "
             f"{1000 * seconds / self.steps_per_epoch:.0f} ms/iter, validation "
             f"{time.perf_counter() - self._start - seconds:.1f} s",
+            file=sys.stderr,
             flush=True,
         )
 
@@ -631,7 +634,7 @@ def main(argv=None):
     ids, chars = load_text(locate_text(args.data_dir, not args.no_check_hash))
     split = int(0.9 * len(ids))
     train_ids, val_ids = ids[:split], ids[split:]
-    print(f"{len(ids):,} characters, {len(chars)} distinct: {len(train_ids):,} "
+    status(f"{len(ids):,} characters, {len(chars)} distinct: {len(train_ids):,} "
           f"train, {len(val_ids):,} validation")  # fmt: skip
     lookup = {c: i for i, c in enumerate(chars)}
     unknown = sorted(set(args.prompt) - set(lookup))
@@ -674,7 +677,8 @@ def main(argv=None):
     with open(os.path.join(args.output_dir, "samples.txt"), "w") as f:
         f.write("\n".join(samples))
     print(samples[0])
-    summary = {"args": vars(args), "results": results}
+    summary = {"args": vars(args), "results": results,
+               "provenance": provenance(__file__, argv)}  # fmt: skip
     write_json(os.path.join(args.output_dir, "results.json"), summary)
     return summary
 

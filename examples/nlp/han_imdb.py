@@ -80,6 +80,7 @@ import keras_attention as ka  # noqa: E402
 from examples.common import runs  # noqa: E402
 from examples.common.cli import add_data_dir  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
+from examples.common.cli import status  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
 
 ARCHIVE_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
@@ -614,11 +615,11 @@ def main(argv=None):
     keras.utils.set_random_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
     start = time.perf_counter()
-    print("splitting and vectorising the reviews...", flush=True)
+    status("splitting and vectorising the reviews...")
     data, vectors, vocabulary, test_docs, test_labels = prepare(args)
-    print(f"data ready in {time.perf_counter() - start:.0f} s: "
-          f"{len(data[args.models[0]][0])} train, {len(data[args.models[0]][2])} "
-          f"validation, {len(test_labels)} test reviews", flush=True)  # fmt: skip
+    status(f"data ready in {time.perf_counter() - start:.0f} s: "
+           f"{len(data[args.models[0]][0])} train, {len(data[args.models[0]][2])} "
+           f"validation, {len(test_labels)} test reviews")  # fmt: skip
     results = {}
     for name in args.models:
         model, results[name] = train_and_test(name, args, data, vectors)

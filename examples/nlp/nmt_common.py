@@ -59,8 +59,10 @@ import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
 from examples.common import distribute  # noqa: E402
+from examples.common.cli import status  # noqa: E402
 from examples.common.export import save_for_serving  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
+from examples.common.runs import provenance  # noqa: E402
 
 # ---------------------------------------------------------------------------
 # Data
@@ -472,7 +474,7 @@ class EpochLog(keras.callbacks.Callback):
         self._start = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
-        print(f"Epoch {epoch + 1} took {time.perf_counter() - self._start:.1f} s")
+        status(f"Epoch {epoch + 1} took {time.perf_counter() - self._start:.1f} s")
         if (
             self.interrupt_after is not None
             and len(self.epochs) >= self.interrupt_after
@@ -767,7 +769,7 @@ def run(args, build, architecture_keys):
     # First, before any other TensorFlow op: `mirrored` on a CPU splits it
     # into logical devices, `multiworker` connects to the other workers.
     strategy = distribute.make_strategy(args)
-    print(f"Strategy: {distribute.describe(strategy)}")
+    status(f"Strategy: {distribute.describe(strategy)}")
     keras.utils.set_random_seed(args.seed)
     # BackupAndRestore resumes each worker from its own lasting directory.
     backup_dir = distribute.backup_dir_for(
@@ -859,7 +861,7 @@ def load_data(args, output_dir, use_trained, strategy, backup_dir):
             args.source, args.target, "train", args.data_dir, check_hashes
         )
         train_src, train_tgt = train_src[: args.num_train], train_tgt[: args.num_train]
-        print(f"Multi30k {args.source}-{args.target}: {len(train_src)} training "
+        status(f"Multi30k {args.source}-{args.target}: {len(train_src)} training "
               f"pairs ({dropped} empty pairs dropped)")  # fmt: skip
     else:
         train_src = train_tgt = None
@@ -870,7 +872,7 @@ def load_data(args, output_dir, use_trained, strategy, backup_dir):
     if use_trained:
         return tokenizers, None
     train_ids = prepare_pairs(tokenizers, train_src, train_tgt, args.max_length)
-    print(f"Subwords: {[t.vocabulary_size() for t in tokenizers]} (source, "
+    status(f"Subwords: {[t.vocabulary_size() for t in tokenizers]} (source, "
           f"target); {train_ids[2]} pairs longer than {args.max_length} subwords "
           "left out")  # fmt: skip
     epochs = max(args.epochs, 1)
@@ -926,7 +928,7 @@ def train(args, model, data, output_dir, backup_dir):
         verbose=1 if sys.stdout.isatty() else 2,
     )
     seconds = time.perf_counter() - start
-    print(f"Training time: {seconds:.1f} s (epochs {epoch_log.epochs})")
+    status(f"Training time: {seconds:.1f} s (epochs {epoch_log.epochs})")
     history = {k: [float(x) for x in v] for k, v in history.history.items()}
     # Per-epoch losses, e.g. to compare strategies with the weights
     # (`python examples/common/compare_runs.py DIR DIR ...`).
@@ -972,14 +974,15 @@ def export(args, translator, sentences, output_dir, results):
     `--no-export`), and `results.json`."""
     heatmap_path = os.path.join(output_dir, "attention.png")
     save_heatmaps(translator(1), sentences[:3], heatmap_path)
-    print(f"Saved cross-attention heat-maps to {heatmap_path}")
+    status(f"Saved cross-attention heat-maps to {heatmap_path}")
     if not args.no_export:
         export_dir = os.path.join(output_dir, "saved_model")
         served = export_and_check(translator(args.beams), export_dir, sentences[:16])
-        print(
+        status(
             f"Exported SavedModel to {export_dir}; reloaded in a fresh process it "
             f"translates {len(served)} sentences like the model in memory, e.g. "
             f"{sentences[0]!r} -> {served[0]!r}"
         )
+    results["provenance"] = provenance()  # the command line of sys.argv
     with open(os.path.join(output_dir, "results.json"), "w") as f:
         json.dump(results, f, indent=1)

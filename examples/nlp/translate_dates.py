@@ -101,6 +101,7 @@ import tensorflow as tf  # noqa: E402
 import keras_attention as ka  # noqa: E402
 from examples.common import distribute  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
+from examples.common.cli import status  # noqa: E402
 from examples.common.export import save_for_serving  # noqa: E402
 from keras_attention.decoding import beam_search  # noqa: E402
 from keras_attention.decoding import greedy_search  # noqa: E402
@@ -615,9 +616,9 @@ def training_and_held_out_dates(args):
     test_src, test_tgt = generate_dates(args.num_test * 2, args.seed + 1)
     test = [(s, t) for s, t in zip(test_src, test_tgt, strict=True) if s not in seen]
     test_src, test_tgt = map(list, zip(*test[: args.num_test], strict=True))
-    print(f"{len(train_src)} training dates, {len(test_src)} held-out dates, e.g.:")
+    status(f"{len(train_src)} training dates, {len(test_src)} held-out dates, e.g.:")
     for s, t in zip(train_src[:5], train_tgt[:5], strict=True):
-        print(f"  {s!r:36} -> {t}")
+        status(f"  {s!r:36} -> {t}")
     return train_src, train_tgt, test_src, test_tgt
 
 
@@ -671,7 +672,7 @@ def main(argv=None):
     # First, before any other TensorFlow op: `mirrored` on a CPU splits it
     # into logical devices, `multiworker` connects to the other workers.
     strategy = distribute.make_strategy(args)
-    print(f"Strategy: {distribute.describe(strategy)}")
+    status(f"Strategy: {distribute.describe(strategy)}")
     keras.utils.set_random_seed(args.seed)
     # Only the chief's outputs are kept (other workers write to a temp dir).
     output_dir = distribute.output_dir_for(args.output_dir, strategy)
@@ -693,7 +694,7 @@ def main(argv=None):
         model, search = build_model(args, vocab)
         compile_model(model, args, args.epochs * steps_per_epoch, jit_compile)
     model.summary()
-    print(
+    status(
         f"Global batch {batch_size}, {steps_per_epoch} steps per epoch, XLA {jit_compile}"
     )
     start = time.perf_counter()
@@ -705,7 +706,7 @@ def main(argv=None):
         verbose=1 if sys.stdout.isatty() else 2,
     )
     train_seconds = time.perf_counter() - start
-    print(f"Training time: {train_seconds:.1f} s")
+    status(f"Training time: {train_seconds:.1f} s")
     # Trained weights and losses, e.g. to compare strategies
     # (`python examples/common/compare_runs.py DIR DIR ...`).
     model.save_weights(os.path.join(output_dir, "model.weights.h5"))
@@ -726,14 +727,14 @@ def main(argv=None):
         heatmap_path,
         heads=args.plot_heads,
     )
-    print(f"Saved alignment heat-maps to {heatmap_path}")
+    status(f"Saved alignment heat-maps to {heatmap_path}")
 
     if not args.no_export:
         export_dir = os.path.join(output_dir, "saved_model")
         served = export_and_check(
             translator, export_dir, test_src[:256], predictions[:256]
         )
-        print(
+        status(
             f"Exported SavedModel to {export_dir}; reloaded outputs match the "
             f"in-memory model on {len(served)} dates. "
             f"E.g. {test_src[0]!r} -> {served[0]!r}"

@@ -176,16 +176,22 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tarfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The repository root, for the helpers shared by the examples.
+sys.path.insert(
+    0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
+from examples.common.runs import provenance  # noqa: E402
 
 DATA_URL = "https://s3.amazonaws.com/text-datasets/babi_tasks_1-20_v1-2.tar.gz"
 ARCHIVE_ROOT = "tasks_1-20_v1-2"
@@ -699,7 +705,7 @@ def main(argv=None):
         data, vocabulary, max_facts, note, examples = prepare_task(args, data_dir, task)
         if note:
             notes[task] = note
-            print(f"[qa{task}] {note}", flush=True)
+            print(f"[qa{task}] {note}", file=sys.stderr, flush=True)
         sizes = len(vocabulary.words), len(vocabulary.answers), max_facts
         baseline_dim, ut_params, baseline_params = matched_intermediate_dim(
             args, *sizes
@@ -708,7 +714,7 @@ def main(argv=None):
               f"{len(data[2][1]):,} test questions, {max_facts} facts at most; "
               f"weights: ut_act {ut_params:,}, transformer {baseline_params:,} "
               f"({args.baseline_layers} layers, intermediate_dim {baseline_dim})",
-              flush=True)  # fmt: skip
+              file=sys.stderr, flush=True)  # fmt: skip
         results[task] = {}
         for kind in args.models:
             keras.backend.clear_session()
@@ -725,7 +731,8 @@ def main(argv=None):
             args, *plotted[1:], os.path.join(args.output_dir, "ponder_steps.png")
         )
     summary = {"args": vars(args), "notes": notes, "results": results,
-               "wall_seconds": time.perf_counter() - start}  # fmt: skip
+               "wall_seconds": time.perf_counter() - start,
+               "provenance": provenance(__file__, argv)}  # fmt: skip
     with open(os.path.join(args.output_dir, "results.json"), "w") as f:
         json.dump(summary, f, indent=1, default=str)
     return summary

@@ -109,9 +109,11 @@ from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
+from examples.common.cli import status  # noqa: E402
 from examples.common.runs import finish_run  # noqa: E402
 from examples.common.runs import learning_curve  # noqa: E402
 from examples.common.runs import load_finished_run  # noqa: E402
+from examples.common.runs import provenance  # noqa: E402
 from examples.common.runs import write_json  # noqa: E402
 
 MODELS = ("ntm", "lstm")
@@ -272,6 +274,7 @@ class Progress(keras.callbacks.Callback):
             f"[{self.name}] {(epoch + 1) * self.per_epoch:,} sequences: "
             f"{logs['bits_per_sequence']:.2f} bits, {logs['bit_errors']:.2f} bit "
             f"errors per sequence, {seconds:.1f} s",
+            file=sys.stderr,
             flush=True,
         )
 
@@ -510,7 +513,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     os.makedirs(args.output_dir, exist_ok=True)
-    print(f"backend {keras.backend.backend()}, keras {keras.__version__}")
+    status(f"backend {keras.backend.backend()}, keras {keras.__version__}")
     results, models = {}, {}
     for kind in args.models:
         keras.backend.clear_session()
@@ -536,6 +539,7 @@ def main(argv=None):
         "args": vars(args),
         "backend": keras.backend.backend(),
         "results": results,
+        "provenance": provenance(__file__, argv),
     }
     write_json(os.path.join(args.output_dir, "results.json"), summary)
     return summary

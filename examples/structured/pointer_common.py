@@ -14,6 +14,7 @@ tests, which run from the repository root, as
 import argparse
 import json
 import os
+import sys
 import time
 
 import keras
@@ -113,7 +114,7 @@ def fit_timed(model, train, args):
         verbose=args.verbose,
     )
     train_seconds = time.time() - start
-    print(f"Training: {train_seconds:.0f} s")
+    print(f"Training: {train_seconds:.0f} s", file=sys.stderr, flush=True)
     return history, train_seconds
 
 

@@ -171,9 +171,9 @@ def main(argv=None):
     args = parse_args(argv)
     pointer_common.prepare_run(args, min_n=3)
     rng = np.random.default_rng(args.seed)
-    print("Computing training hulls")
+    print("Computing training hulls", file=sys.stderr, flush=True)
     x_train, y_train = make_data(rng, args.train_size, args.n)
-    print("Computing test hulls")
+    print("Computing test hulls", file=sys.stderr, flush=True)
     x_test, y_test = make_data(rng, args.test_size, args.n)
 
     model = pointer_common.compiled_model(args, end_position=END)

@@ -117,6 +117,7 @@ import keras_attention as ka  # noqa: E402
 from examples.common import runs  # noqa: E402
 from examples.common.cli import add_data_dir  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
+from examples.common.cli import status  # noqa: E402
 from examples.common.memory import proc_status  # noqa: E402
 
 MODELS = ("local2d", "full", "pixelcnn")
@@ -508,8 +509,7 @@ def main(argv=None):
         return memory_point(args.memory_point, args)
     os.makedirs(args.output_dir, exist_ok=True)
     train, test = load_data(args)
-    print(f"{len(train)} training, {len(test)} test images, {args.levels} levels",
-          flush=True)  # fmt: skip
+    status(f"{len(train)} training, {len(test)} test images, {args.levels} levels")
     results, samples = {}, {}
     for name in args.models:
         model, results[name] = train_and_test(name, args, train, test)

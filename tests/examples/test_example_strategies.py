@@ -180,7 +180,7 @@ def _run(command):
     result = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True,
                             text=True, timeout=TIMEOUT)  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout
+    return result.stderr  # the status lines (`examples.common.cli.status`)
 
 
 def _compare(name, tmp_path, run):

@@ -7,6 +7,7 @@ No network and no `../shared`: the tests write a small parallel corpus.
 
 import gzip
 import importlib.util
+import os
 import pathlib
 import sys
 
@@ -394,3 +395,29 @@ def test_saved_model_serves_under_the_tf1_loader(name, tokenizers, tmp_path):
     served = nmt.export_and_check(translator, export_dir, sentences)
     (outputs,) = run_v1_signature(export_dir, {"sentences": sentences}).values()
     assert [s.decode() for s in outputs] == served
+
+
+@pytest.mark.large
+def test_translate_writes_one_line_per_source_line_to_stdout(data_dir, tmp_path):
+    """`--translate < src > hyp` is a filter: one line out per line in on
+    standard output, every status line (the strategy, ...) on standard
+    error. An untrained model (`--epochs 0`) is enough."""
+    import subprocess
+
+    script = load("nmt_transformer")
+    out = tmp_path / "out"
+    script.main(["--smoke", "--epochs", "0", "--source", "de", "--target", "en",
+                 "--data-dir", str(data_dir), "--no-check-hashes", "--no-export",
+                 "--vocabulary-size", "40", "--beams", "1",
+                 "--output-dir", str(out)])  # fmt: skip
+    _, sources = corpus(5, seed=7)
+    sources.insert(2, "")  # an empty line is translated too (to a line)
+    result = subprocess.run(
+        [sys.executable, str(NLP / "nmt_transformer.py"), "--output-dir", str(out),
+         "--beams", "1", "--translate"],
+        input="\n".join(sources) + "\n", capture_output=True, text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("\n") == len(sources), result.stdout
+    assert "Strategy: _DefaultDistributionStrategy" in result.stderr

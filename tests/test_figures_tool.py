@@ -1,0 +1,129 @@
+"""`tools/figures.py`: the quoted figures, their provenance and staleness,
+on a toy repository (its own git history with chosen commit dates)."""
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("figures", ROOT / "tools" / "figures.py")
+figures = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(figures)
+
+EXAMPLE = '''"""Title: a toy example.
+
+Run: `python examples/toy.py --epochs 3 \\\\
+    --seed 1`
+
+Measured (2026-01-02, 2 cores, the command above): loss 0.5.
+"""
+
+print("toy")
+'''
+README = """# Toy
+
+## Results
+
+Train with `python examples/toy.py --epochs 3 --seed 1`.
+
+Measured on 2026-01-05 (2 cores): accuracy 99%.
+
+Measured on 2 cores: 3 s per epoch.
+
+Not a figure: 2026-01-01 was a Thursday.
+"""
+
+
+def _commit(repo, date, message):
+    env = {
+        "GIT_AUTHOR_DATE": f"{date}T12:00:00",
+        "GIT_COMMITTER_DATE": f"{date}T12:00:00",
+    }
+    for command in (["add", "-A"], ["commit", "-q", "-m", message]):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t",
+                        "-c", "commit.gpgsign=false", *command],
+                       cwd=repo, check=True, env={**os.environ, **env})  # fmt: skip
+    return figures.git("rev-parse", "HEAD", root=repo)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "examples").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (repo / "examples" / "toy.py").write_text(EXAMPLE)
+    (repo / "README.md").write_text(README)
+    first = _commit(repo, "2026-01-03", "toy example")
+    results = repo / "outputs" / "toy" / "results.json"
+    results.parent.mkdir(parents=True)
+    results.write_text(json.dumps({
+        "results": {"accuracy": 0.99, "curve": [1.0, 0.5], "fd": {"mean": 2.5},
+                    "done": True},
+        "provenance": {"date": "2026-01-04T10:00:00+00:00", "git_commit": first,
+                       "git_dirty": False, "script": "examples/toy.py",
+                       "command": "python examples/toy.py --epochs 3"},
+    }))  # fmt: skip
+    (repo / ".gitignore").write_text("outputs/\n")
+    _commit(repo, "2026-01-03", "ignore outputs")
+    return repo
+
+
+def _rows(repo):
+    rows = figures.results_figures([repo / "outputs"], repo)
+    rows += figures.paragraph_figures([repo / "README.md", repo / "examples"], repo)
+    return {row["source"].split("/")[-1]: row for row in rows}
+
+
+def test_lists_every_figure_with_date_commit_and_command(repo):
+    rows = _rows(repo)
+    assert sorted(rows) == ["README.md:7", "README.md:9", "results.json", "toy.py:6"]
+    result = rows["results.json"]
+    assert result["date"] == "2026-01-04" and result["state"] == "ok"
+    assert result["command"] == "python examples/toy.py --epochs 3"
+    assert result["figure"] == "2 numbers"  # lists and flags left out
+    assert result["metrics"] == {"accuracy": 0.99, "fd.mean": 2.5}
+    header = rows["toy.py:6"]
+    assert header["date"] == "2026-01-02" and header["example"] == "examples/toy.py"
+    assert header["command"] == "above: python examples/toy.py --epochs 3 --seed 1"
+    assert len(header["commit"]) == 8
+    readme = rows["README.md:7"]
+    assert readme["example"] == "examples/toy.py"  # found earlier in its section
+    assert readme["state"] == "ok"  # measured after the example's last change
+    assert rows["README.md:9"]["state"] == "undated"
+
+
+def test_a_figure_older_than_its_example_is_stale(repo):
+    # The header's figure predates the commit that added the file.
+    assert _rows(repo)["toy.py:6"]["state"].startswith("STALE: examples/toy.py")
+    (repo / "examples" / "toy.py").write_text(EXAMPLE + "print('changed')\n")
+    _commit(repo, "2026-01-10", "change the example")
+    rows = _rows(repo)
+    assert rows["README.md:7"]["state"].startswith(
+        "STALE: examples/toy.py changed 2026-01-10"
+    )
+    assert rows["results.json"]["state"].startswith(
+        "STALE: examples/toy.py changed 2026-01-10"
+    )
+    assert "1 commits" in rows["results.json"]["state"]
+
+
+def test_main_prints_the_table_and_checks(repo, capsys):
+    argv = [str(repo / "outputs"), "--root", str(repo),
+            "--docs", str(repo / "README.md"), "--metrics"]  # fmt: skip
+    assert figures.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "| README.md:7 | 2026-01-05 |" in out and "fd.mean = 2.5" in out
+    assert figures.main(argv + ["--check"]) == 0  # nothing stale yet
+    (repo / "examples" / "toy.py").write_text(EXAMPLE + "print('changed')\n")
+    _commit(repo, "2026-01-10", "change the example")
+    assert figures.main(argv + ["--check"]) == 1
+
+
+def test_results_without_provenance_or_with_an_unknown_commit(repo):
+    assert figures.results_state({}, repo) == "no provenance"
+    unknown = {"git_commit": "0" * 40, "script": "examples/toy.py"}
+    assert "not in this repository" in figures.results_state(unknown, repo)

@@ -1,0 +1,291 @@
+"""List the quoted figures with their date, code version and command.
+
+Two sources:
+
+- `results.json` files written by the examples (`examples.common.runs.
+  provenance`: `date`, `git_commit`, `git_dirty`, `script`, `command` and
+  the library versions), found under the paths given (default
+  `outputs/`);
+- the measured paragraphs of the example headers, the READMEs and the
+  docs: a paragraph that says "measured" and carries a date
+  (`YYYY-MM-DD`), or that starts a sentence with "Measured" (then listed
+  as undated).
+
+A paragraph's commit is the one that last wrote its first line (`git
+blame`): the figure was measured on that code or older; its command is the
+first one quoted in the paragraph. Each figure is checked against the
+example it came from: a paragraph in
+an example's header against that file, one in the README or the docs
+against the first `examples/...py` path in its paragraph or, failing
+that, earlier in its section; a `results.json` against its `script`. A
+figure is STALE when that file changed after it: a commit touching the
+file is dated after the paragraph's date, or comes after the commit that
+`results.json` recorded. (Any change counts, a comment or the figure's
+own paragraph too: the list makes staleness visible, a person judges it.)
+
+    python tools/figures.py                    # outputs/, README*, docs/, examples/
+    python tools/figures.py outputs/sagan_ablation --metrics
+    python tools/figures.py --check            # exit 1 when a figure is stale
+"""
+
+import argparse
+import ast
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DOCS = ("README.md", "README.zh-CN.md", "docs", "examples")
+DATE = re.compile(r"\b(20\d\d-[01]\d-[0-3]\d)\b")
+MEASURED = re.compile(r"\bmeasured\b", re.IGNORECASE)
+SENTENCE_MEASURED = re.compile(r"(?:^|[.:;(]\s+|^\s*)Measured\b", re.MULTILINE)
+EXAMPLE_PATH = re.compile(r"\b(examples/[\w/]+\.py)\b")
+COMMAND = re.compile(r"`((?:python |--)[^`]+)`|^\s*(python .+?)\s*\\?$", re.MULTILINE)
+
+
+def git(*arguments, root=ROOT):
+    """Output of a git command in `root`, or None when it fails."""
+    try:
+        done = subprocess.run(["git", *arguments], cwd=root, capture_output=True,
+                              text=True, timeout=60, check=True)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip()
+
+
+def paragraphs(text):
+    """`(line number, paragraph)` of `text`, paragraphs split at blank lines."""
+    found, lines, start = [], [], None
+    for number, line in enumerate(text.splitlines() + [""], start=1):
+        if line.strip():
+            if start is None:
+                start = number
+            lines.append(line)
+        elif lines:
+            found.append((start, "\n".join(lines)))
+            lines, start = [], None
+    return found
+
+
+def header_text(path):
+    """`(first line, text)` of what to scan: a Python file's module
+    docstring (not its comments), a markdown file whole."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix != ".py":
+        return 1, text
+    module = ast.parse(text)
+    docstring = ast.get_docstring(module, clean=False)
+    if docstring is None:
+        return 1, ""
+    return module.body[0].lineno, docstring
+
+
+def measured_paragraphs(path):
+    """The figures quoted in one file: `{"line", "date", "text", "section"}`
+    per measured paragraph (`date` None when undated); `section` holds the
+    paragraphs since the last markdown heading, to find the example."""
+    first, text = header_text(path)
+    found, section = [], []
+    for line, paragraph in paragraphs(text):
+        if paragraph.startswith("#") and path.suffix == ".md":
+            section = []
+        section.append(paragraph)
+        date = DATE.search(paragraph)
+        if date and MEASURED.search(paragraph):
+            date = date.group(1)
+        elif SENTENCE_MEASURED.search(paragraph):
+            date = None
+        else:
+            continue
+        found.append({"line": first + line - 1, "date": date, "text": paragraph,
+                      "section": "\n\n".join(section)})  # fmt: skip
+    return found
+
+
+def example_of(path, entry, root=ROOT):
+    """The example file a paragraph's figures came from, or None."""
+    relative = path.resolve().relative_to(root).as_posix()
+    if relative.startswith("examples/") and path.suffix == ".py":
+        return relative
+    for text in (entry["text"], entry["section"]):
+        paths = [p for p in EXAMPLE_PATH.findall(text) if (root / p).exists()]
+        if paths:
+            return paths[0]
+    return None
+
+
+def commands(text):
+    """The commands quoted in a text: `` `python ...` ``, flags `` `--a x
+    --b y` `` (two at least: one is a mention), indented `python ...` lines."""
+    found = []
+    text = re.sub(r"\\[ \t]*\n\s*", " ", text)  # continued lines
+    for match in COMMAND.finditer(text):
+        command = " ".join((match.group(1) or match.group(2)).split(" # ")[0].split())
+        if command.startswith("python") or command.count("--") >= 2:
+            found.append(command)
+    return found
+
+
+def command_of(entry):
+    """A measured paragraph's command: its first, else the first one quoted
+    before it in its section (`above: ...`, e.g. a header's "Run:"), or None."""
+    own = commands(entry["text"])
+    if own:
+        return own[0]
+    before = commands(entry["section"][: -len(entry["text"])])
+    return f"above: {before[0]}" if before else None
+
+
+def quoting_commit(relative, line, root=ROOT):
+    """The commit that last wrote line `line` of a file (`git blame`): the
+    figure was measured on the code of that commit or an earlier one."""
+    blame = git("blame", "--porcelain", "-L", f"{line},{line}", "--", relative,
+                root=root)  # fmt: skip
+    return blame.split()[0][:8] if blame else None
+
+
+def last_change(relative, root=ROOT):
+    """`(commit, date YYYY-MM-DD)` of the last commit touching a file."""
+    line = git("log", "-1", "--format=%H %cs", "--", relative, root=root)
+    return tuple(line.split()) if line else (None, None)
+
+
+def changed_since(commit, relative, root=ROOT):
+    """The commits after `commit` that touch `relative` (None: unknown commit)."""
+    listed = git("rev-list", f"{commit}..HEAD", "--", relative, root=root)
+    return None if listed is None else listed.split()
+
+
+def paragraph_state(date, example, root=ROOT):
+    """Whether a paragraph's figures (measured on `date`) still hold."""
+    if date is None:
+        return "undated"
+    if example is None:
+        return "no example"
+    commit, changed = last_change(example, root)
+    if changed is None:
+        return "example not committed"
+    if changed > date:
+        return f"STALE: {example} changed {changed} ({commit[:8]})"
+    return "ok"
+
+
+def paragraph_figures(paths, root=ROOT):
+    """A row per measured paragraph under `paths` (files or folders in
+    the repository `root`)."""
+    root, rows = pathlib.Path(root).resolve(), []
+    for path in iter_files(paths, (".md", ".py")):
+        relative = path.resolve().relative_to(root).as_posix()
+        for entry in measured_paragraphs(path):
+            example = example_of(path, entry, root)
+            rows.append({
+                "source": f"{relative}:{entry['line']}", "date": entry["date"],
+                "commit": quoting_commit(relative, entry["line"], root),
+                "example": example, "command": command_of(entry),
+                "figure": entry["text"].splitlines()[0].strip(),
+                "state": paragraph_state(entry["date"], example, root),
+            })  # fmt: skip
+    return rows
+
+
+def scalars(record, prefix=""):
+    """`{dotted key: number}` of the numbers in a nested record (lists left
+    out: learning curves, histograms, per-draw values)."""
+    found = {}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            found.update(scalars(value, name + "."))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            found[name] = value
+    return found
+
+
+def results_state(provenance, root=ROOT):
+    """Whether the figures of a `results.json` still hold for its script."""
+    commit, script = provenance.get("git_commit"), provenance.get("script")
+    if not commit or not script:
+        return "no provenance"
+    later = changed_since(commit, script, root)
+    if later is None:
+        return f"commit {commit[:8]} not in this repository"
+    if later:
+        date = git("log", "-1", "--format=%cs", later[0], root=root)
+        return f"STALE: {script} changed {date} ({later[0][:8]}, {len(later)} commits)"
+    return "ok, uncommitted changes" if provenance.get("git_dirty") else "ok"
+
+
+def results_figures(paths, root=ROOT):
+    """A row per `results.json` under `paths` (files or folders)."""
+    root, rows = pathlib.Path(root).resolve(), []
+    for path in iter_files(paths, (".json",)):
+        if path.name != "results.json":
+            continue
+        record = json.loads(path.read_text(encoding="utf-8"))
+        provenance = record.get("provenance") or {}
+        metrics = scalars(record.get("results", record))
+        rows.append({
+            "source": str(path), "date": (provenance.get("date") or "")[:10] or None,
+            "commit": (provenance.get("git_commit") or "")[:8] or None,
+            "example": provenance.get("script"), "command": provenance.get("command"),
+            "figure": f"{len(metrics)} numbers", "metrics": metrics,
+            "state": results_state(provenance, root),
+        })  # fmt: skip
+    return rows
+
+
+def iter_files(paths, suffixes):
+    """The files with one of `suffixes` among `paths` and under its folders."""
+    for path in map(pathlib.Path, paths):
+        if path.is_dir():
+            yield from sorted(p for p in path.rglob("*") if p.suffix in suffixes)
+        elif path.is_file() and path.suffix in suffixes:
+            yield path
+
+
+def table(rows, metrics=False):
+    """Markdown lines: one row per figure (and its numbers with `metrics`)."""
+    lines = ["| source | date | commit | command | figure | state |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for row in rows:
+        cells = [row["source"], row["date"] or "-", row["commit"] or "-",
+                 f"`{row['command']}`" if row["command"] else "-",
+                 row["figure"].replace("|", "\\|"), row["state"]]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+        if metrics:
+            lines += [f"|  |  |  |  | {k} = {v:.6g} |  |"
+                      for k, v in row.get("metrics", {}).items()]  # fmt: skip
+    return lines
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("results", nargs="*", default=["outputs"],
+                        help="results.json files, or folders to search")  # fmt: skip
+    parser.add_argument("--docs", nargs="*", default=None,
+                        help="files and folders whose measured paragraphs to list "
+                        f"(default: {' '.join(DOCS)} in --root)")  # fmt: skip
+    parser.add_argument("--root", default=str(ROOT),
+                        help="the git repository of the examples")  # fmt: skip
+    parser.add_argument("--metrics", action="store_true",
+                        help="list every number of each results.json")  # fmt: skip
+    parser.add_argument("--check", action="store_true",
+                        help="exit with 1 when a figure is stale")  # fmt: skip
+    args = parser.parse_args(argv)
+    docs = args.docs
+    if docs is None:
+        docs = [str(pathlib.Path(args.root) / p) for p in DOCS]
+    rows = results_figures(args.results, args.root) + paragraph_figures(docs, args.root)
+    print("\n".join(table(rows, args.metrics)))
+    stale = [row for row in rows if row["state"].startswith("STALE")]
+    print(f"\n{len(rows)} figures, {len(stale)} stale", file=sys.stderr)
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
