@@ -137,7 +137,12 @@ class LSTMNDecoderBase(keras.layers.Layer):
         t = state["length"][0]  # every row has taken the same steps
         capacity = state["hidden"].shape[1]
         capacity = None if capacity is None else capacity - 1
-        check_below("step", t, capacity, "the `max_length` of get_initial_state")
+        check_below(
+            "state['length']",
+            t,
+            capacity,
+            "`get_initial_state`'s `max_length`: the tapes are full",
+        )
         x, gate_input, attention_input = self._lstmn_inputs(inputs)
         tapes = {name: value for name, value in state.items() if name != "length"}
         real = ops.ones_like(x[:, 0])
