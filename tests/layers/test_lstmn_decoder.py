@@ -339,12 +339,17 @@ def test_no_loop_accumulates_the_tapes_on_tensorflow():
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_causal_and_padding_never_read(kind, rng):
-    """Output t depends on decoder inputs up to t only (by gradients);
-    garbage at padded encoder positions and padded decoder steps changes
-    no real output or alignment."""
+    """Output t depends on decoder inputs up to t only (by values here; by
+    gradients in `tests/test_every_layer.py`'s `CAUSAL_CASES`); garbage at
+    padded encoder positions and padded decoder steps changes no real
+    output or alignment."""
     layer, memories = _decoder(kind)
     x = _inputs()[0]
-    testing.check_causality(layer, [x, *memories])
+    future = x.copy()
+    future[:, 2:] = GARBAGE * rng.normal(size=future[:, 2:].shape)
+    np.testing.assert_array_equal(
+        _np(layer(future, *memories))[:, :2], _np(layer(x, *memories))[:, :2]
+    )
     kwargs = {"inputs_mask": DECODER_MASK, "memory_mask": MEMORY_MASK}
     expected = layer(x, *memories, return_alignments=True, **kwargs)
     garbled_x = np.where(DECODER_MASK[..., None], x, GARBAGE * rng.normal(size=x.shape))
@@ -407,22 +412,44 @@ def test_a_compiled_step_past_max_length_outputs_nan(jit):
     assert np.all(np.isnan(_np(jit(two_steps)(x))))
 
 
+def _on_jax_compiled(fn):
+    """`fn` under `jax.jit` on JAX, which otherwise runs a search's first
+    step and buffers op by op, compiling each op (seconds); as is elsewhere."""
+    if keras.backend.backend() != "jax":
+        return fn
+    import jax
+
+    return jax.jit(fn)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_greedy_and_beam_search(kind, rng):
     """Greedy search equals the arg-max loop over `step`; the best beam's
     score is the teacher-forced log-probability of its tokens (so the
     state's rows followed their hypotheses)."""
     layer, memories = _decoder(kind)
-    vocab, length = 6, 3
+    vocab, length, beams = 6, 3, 3
     width = UNITS + (WIDTH if kind == "shallow" else 0)
     embedding = rng.normal(size=(vocab, D)).astype("float32")
     readout = rng.normal(size=(width, vocab)).astype("float32")
-    cache = layer.prepare_memory(*memories, memory_mask=MEMORY_MASK)
     start = np.array([1, 2], "int32")
+
+    @_on_jax_compiled
+    def searches(memories):
+        cache = layer.prepare_memory(*memories, memory_mask=MEMORY_MASK)
+        step_fn = _step_function(layer, cache, embedding, readout)
+        state = layer.get_initial_state(B, length)
+        greedy = greedy_search(step_fn, start, state, length)
+        cache = keras.tree.map_structure(lambda a: ops.repeat(a, beams, axis=0), cache)
+        step_fn = _step_function(layer, cache, embedding, readout)
+        beam = beam_search(
+            step_fn, start, state, length, num_beams=beams, length_penalty_alpha=0.0
+        )
+        return greedy, beam
+
+    (tokens, aux), (beam_tokens, _, scores) = searches(memories)
+    cache = layer.prepare_memory(*memories, memory_mask=MEMORY_MASK)
     step_fn = _step_function(layer, cache, embedding, readout)
-    tokens, aux = greedy_search(
-        step_fn, start, layer.get_initial_state(B, length), length
-    )
     state, previous = layer.get_initial_state(B, length), start
     for t in range(length):
         logits, state, alignment = step_fn(previous, state, t)
@@ -430,17 +457,7 @@ def test_greedy_and_beam_search(kind, rng):
         np.testing.assert_array_equal(_np(tokens)[:, t], previous)
         np.testing.assert_allclose(_np(aux)[:, t], _np(alignment), atol=1e-6)
 
-    beams = 3
-    cache = keras.tree.map_structure(lambda a: ops.repeat(a, beams, axis=0), cache)
-    tokens, _, scores = beam_search(
-        _step_function(layer, cache, embedding, readout),
-        start,
-        layer.get_initial_state(B, length),
-        length,
-        num_beams=beams,
-        length_penalty_alpha=0.0,
-    )
-    tokens = _np(tokens).astype("int32")
+    tokens = _np(beam_tokens).astype("int32")
     inputs = embedding[np.concatenate([start[:, None], tokens[:, :-1]], 1)]
     logits = _np(layer(inputs, *memories, memory_mask=MEMORY_MASK)) @ readout
     log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
@@ -456,22 +473,17 @@ TARGET_TOKENS = np.array([[1, 4, 2, 0], [1, 3, 3, 5]], "int32")
 
 
 def _seq2seq():
-    """An LSTMN encoder and both decoders over it (one compiled model for
-    the two): the deep one reads the encoder's tapes and starts from its
-    last state."""
+    """An LSTMN encoder and the deep decoder over its tapes, starting from
+    its last state, then a readout (the shallow decoder trains compiled in
+    `tests/test_implicit_masks.py`)."""
     source = keras.Input((None,), dtype="int32")
     target = keras.Input((None,), dtype="int32")
     embedded = keras.layers.Embedding(VOCAB, D, mask_zero=True)(source)
     encoder = ka.layers.LSTMN(UNITS, return_sequences=True, return_state=True)
     hidden, h, c, cells = encoder(embedded, return_cells=True)
     targets = keras.layers.Embedding(VOCAB, D, mask_zero=True)(target)
-    deep = ka.layers.LSTMNDeepFusionDecoder(ka.layers.LSTMN(UNITS, dropout=0.1))
-    shallow = ka.layers.LSTMNShallowFusionDecoder(
-        ka.layers.LSTMN(UNITS), ka.layers.BahdanauAttention(3)
-    )
-    outputs = keras.layers.Concatenate()(
-        [deep(targets, hidden, cells, initial_state=[h, c]), shallow(targets, hidden)]
-    )
+    decoder = ka.layers.LSTMNDeepFusionDecoder(ka.layers.LSTMN(UNITS, dropout=0.1))
+    outputs = decoder(targets, hidden, cells, initial_state=[h, c])
     return keras.Model([source, target], keras.layers.Dense(VOCAB)(outputs))
 
 

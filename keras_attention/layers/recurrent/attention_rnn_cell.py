@@ -61,10 +61,14 @@ def prepare_attention_memory(attention, memory, memory_mask=None):
 
 def attend(attention, query, memory_cache, training=None):
     """Context `(B, Dm)` and float32 alignment `(B, S)` of one query `(B, D)`
-    over `prepare_attention_memory`'s cache, with `attention`'s score."""
+    over `prepare_attention_memory`'s cache, with `attention`'s score; for a
+    sequence of queries `(B, T, D)`, `(B, T, Dm)` and `(B, T, S)`. The query
+    reaches the score in its own dtype (the score computes in float32)."""
     memory, keys, mask = memory_cache
     score = attention.score
-    query = query[:, None, :]  # (B, 1, D)
+    single = len(query.shape) == 2
+    if single:
+        query = query[:, None, :]  # (B, 1, D)
     if hasattr(score, "score_projected"):
         logits = score.score_projected(query, keys)  # (B, 1, S)
     else:
@@ -76,8 +80,8 @@ def attend(attention, query, memory_cache, training=None):
         key_mask=mask,
         training=training,
     )
-    context = ka_ops.weighted_sum(weights, memory)  # (B, 1, Dm)
-    return context[:, 0], weights[:, 0]
+    context = ka_ops.weighted_sum(weights, memory)  # (B, T, Dm)
+    return (context[:, 0], weights[:, 0]) if single else (context, weights)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -39,7 +39,8 @@ class LSTMNShallowFusionDecoder(LSTMNDecoderBase):
     `get_initial_state(batch, max_length)` and `step()` (see
     `keras_attention.decoding`; the state is the LSTMN's tapes, sized for
     `max_length` steps: see `get_initial_state`). Both give the same
-    outputs. `step` applies no dropout.
+    outputs. `step` applies none of the LSTMN's dropout (decoding is
+    inference); the attention's, with `training=True`.
 
     Masks: padded encoder positions (`memory_mask`, or the Keras mask of
     `memory`) get exactly zero attention. Padded decoder steps
@@ -131,10 +132,17 @@ class LSTMNShallowFusionDecoder(LSTMNDecoderBase):
             and the float32 inter-attention weights `(B, S)`.
         """
         lstmn_step, state = self._advance(inputs, state)
-        hidden = ops.cast(lstmn_step.hidden, self.compute_dtype)
-        context, alignment = attend(self.attention, hidden, memory_cache, training)
-        output = ops.concatenate([hidden, ops.cast(context, hidden.dtype)], axis=-1)
+        output, alignment = self._attend(lstmn_step.hidden, memory_cache, training)
         return output, state, alignment
+
+    def _attend(self, hidden, memory_cache, training):
+        """`([h; ctx], weights)` for float32 `h` `(B, [T,] U)`: `h` queries the
+        memory in float32 (under a mixed policy, the gradient of a bilinear
+        score by `h` would overflow float16) as `AttentionRNNCell` does."""
+        context, alignment = attend(self.attention, hidden, memory_cache, training)
+        hidden = ops.cast(hidden, self.compute_dtype)
+        output = ops.concatenate([hidden, ops.cast(context, hidden.dtype)], axis=-1)
+        return output, alignment
 
     def call(
         self,
@@ -151,15 +159,8 @@ class LSTMNShallowFusionDecoder(LSTMNDecoderBase):
         hidden, _, _ = ka_ops.lstmn_recurrence(
             loop, self.lstmn.recurrent_weights(), self.lstmn.activations()
         )
-        hidden = ops.cast(hidden[:, 1:], self.compute_dtype)  # (B, T, U)
-        context, alignments = self.attention(
-            hidden,
-            memory,
-            value_mask=memory_mask,
-            return_attention_scores=True,
-            training=training,
-        )
-        outputs = ops.concatenate([hidden, ops.cast(context, hidden.dtype)], axis=-1)
+        cache = self.prepare_memory(memory, memory_mask)
+        outputs, alignments = self._attend(hidden[:, 1:], cache, training)
         return (outputs, alignments) if return_alignments else outputs
 
     def compute_output_spec(self, inputs, memory, return_alignments=False, **kwargs):
