@@ -334,6 +334,49 @@ def test_no_loop_accumulates_the_tapes_on_tensorflow():
     assert "TensorListPushBack" not in {node.op for node in nodes}
 
 
+@pytest.mark.skipif(
+    keras.backend.backend() != "jax", reason="reads XLA's buffer sizes through JAX"
+)
+def test_training_memory_grows_linearly_with_the_length():
+    """XLA's temporary memory for the gradient of the deep decoder's loop:
+    doubling T (S fixed) doubles it, where differentiating the loop would
+    keep a copy of the tapes per step (a quadratic growth)."""
+    import jax
+
+    def temp_bytes(steps, units=8, source=4):
+        shapes = {
+            "gate_inputs": (1, steps, 4 * units),
+            "attention_inputs": (1, steps, units),
+            "initial_hidden": (1, units),
+            "initial_cell": (1, units),
+            "source_attention_inputs": (1, steps, units),
+            "source_gate_inputs": (1, steps, units),
+            "source_hidden": (1, source, units),
+            "source_cell": (1, source, units),
+            "source_projected": (1, source, units),
+        }
+        weight_shapes = [(units, 4 * units), (units, units), (units,), None]
+        weight_shapes += [(units, units), (units,), (units, units)]
+        arrays = [np.full(s, 0.1, "float32") for s in shapes.values()]
+        arrays += [
+            None if s is None else np.full(s, 0.1, "float32") for s in weight_shapes
+        ]
+
+        def loss(*values):
+            inputs = dict(zip(shapes, values[: len(shapes)], strict=True))
+            inputs["step_mask"] = ops.ones((1, steps))
+            inputs["source_mask"] = ops.ones((1, source))
+            weights = ka.ops.LSTMNWeights(*values[len(shapes) :])
+            return ops.sum(lstmn_fusion_recurrence(inputs, weights)[0])
+
+        grad = jax.jit(jax.grad(loss, argnums=tuple(range(len(shapes)))))
+        compiled = grad.lower(*arrays).compile()
+        return compiled.memory_analysis().temp_size_in_bytes
+
+    ratio = temp_bytes(128) / temp_bytes(64)
+    assert ratio < 2.5, ratio
+
+
 # -- the decoding contract -------------------------------------------------------------
 
 
