@@ -44,8 +44,14 @@ _BACKENDS_WITH_PULLBACK = ("tensorflow", "jax")
 # The tapes each step writes one slot of (besides `projected`), and the
 # step outputs, in the order of `_step_function`'s outputs.
 _WRITTEN = ("hidden", "cell", "summary", "source_summary")
-_OUTPUTS = ("hidden", "cell", "summary", "attention", "source_summary")
-_OUTPUTS += ("source_attention",)
+_OUTPUTS = (
+    "hidden",
+    "cell",
+    "summary",
+    "attention",
+    "source_summary",
+    "source_attention",
+)
 _FUSION_FIELDS = ("source_summary_kernel", "source_vector", "source_gate_kernel")
 
 
