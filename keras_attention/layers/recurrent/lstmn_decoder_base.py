@@ -134,6 +134,7 @@ class LSTMNDecoderBase(keras.layers.Layer):
 
         `source`: deep fusion's source tapes (`ops.lstmn_step`'s)."""
         check_rank("inputs", inputs.shape, 2)
+        check_last_dim("inputs", inputs.shape, self.lstmn.kernel.shape[0])
         t = state["length"][0]  # every row has taken the same steps
         capacity = state["hidden"].shape[1]
         capacity = None if capacity is None else capacity - 1
