@@ -155,6 +155,17 @@ def _concrete_values(x):
     return None
 
 
+def check_below(name, value, limit, rule):
+    """ValueError when the values of `value` are known (see
+    `_concrete_values`: eager tensors, arrays) and one is `>= limit`;
+    nothing inside a traced function. `rule` says what `limit` is."""
+    values = _concrete_values(value)
+    if values is not None and limit is not None and np.any(values >= limit):
+        raise ValueError(
+            f"`{name}` must be below {limit} ({rule}). Received: {name}={values.max()}"
+        )
+
+
 def check_mask_dtype(name, mask):
     """TypeError unless `mask` is boolean or numeric; ValueError if its known
     values are not 0/1.

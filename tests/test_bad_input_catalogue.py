@@ -41,6 +41,16 @@ def _gru_cell():
     return L.AttentionRNNCell(keras.layers.GRUCell(4), L.BahdanauAttention(units=3))
 
 
+def _past_max_length():
+    """A second step on a state made for one."""
+    decoder = _built(
+        L.LSTMNDeepFusionDecoder(L.LSTMN(4)), _x(2, 3, 5), _x(2, 6, 3), _x(2, 6, 4)
+    )
+    cache = decoder.prepare_memory(_x(2, 6, 3), _x(2, 6, 4))
+    _, state, _ = decoder.step(_x(2, 5), decoder.get_initial_state(2, 1), cache)
+    return decoder.step(_x(2, 5), state, cache)
+
+
 def _mha():
     return _built(
         L.MultiHeadAttention(num_heads=2, key_dim=2), _x(2, 3, 4), _x(2, 5, 4)
@@ -782,6 +792,87 @@ CASES = [
         lambda: L.LSTMN(4)(_x(2, 5, 3), mask=_ones(2, 4)),
         "mask",
         "mask.shape=(2, 4)",
+    ),
+    # -- LSTMN fusion decoders ---------------------------------------------------
+    (
+        "lstmn-decoder-lstmn-not-an-lstmn",
+        lambda: L.LSTMNShallowFusionDecoder(keras.layers.LSTM(4), L.LuongAttention()),
+        "lstmn",
+        "lstmn=<LSTM",
+    ),
+    (
+        "lstmn-decoder-lstmn-backwards",
+        lambda: L.LSTMNDeepFusionDecoder(L.LSTMN(4, go_backwards=True)),
+        "lstmn",
+        "lstmn.go_backwards=True",
+    ),
+    (
+        "lstmn-decoder-attention-not-scored",
+        lambda: L.LSTMNShallowFusionDecoder(L.LSTMN(4), keras.layers.Dense(3)),
+        "attention",
+        "attention=<Dense",
+    ),
+    (
+        "lstmn-decoder-inter_attention_units=0",
+        lambda: L.LSTMNDeepFusionDecoder(L.LSTMN(4), inter_attention_units=0),
+        "inter_attention_units",
+        "inter_attention_units=0",
+    ),
+    (
+        "lstmn-decoder-memory-rank-2",
+        lambda: L.LSTMNShallowFusionDecoder(L.LSTMN(4), L.LuongAttention())(
+            _x(2, 3, 5), _x(2, 6)
+        ),
+        "memory",
+        "memory.shape=(2, 6)",
+    ),
+    (
+        "lstmn-decoder-memory_cells-width",
+        lambda: L.LSTMNDeepFusionDecoder(L.LSTMN(4))(
+            _x(2, 3, 5), _x(2, 6, 3), _x(2, 6, 3)
+        ),
+        "memory_cells",
+        "memory_cells.shape=(2, 6, 3)",
+    ),
+    (
+        "lstmn-decoder-memory_cells-length",
+        lambda: L.LSTMNDeepFusionDecoder(L.LSTMN(4))(
+            _x(2, 3, 5), _x(2, 6, 3), _x(2, 5, 4)
+        ),
+        "memory_cells",
+        "memory_cells length=5",
+    ),
+    (
+        "lstmn-decoder-memory-width",
+        lambda: _built(
+            L.LSTMNDeepFusionDecoder(L.LSTMN(4)), _x(2, 3, 5), _x(2, 6, 3), _x(2, 6, 4)
+        )(_x(2, 3, 5), _x(2, 6, 5), _x(2, 6, 4)),
+        "memory",
+        "memory.shape=(2, 6, 5)",
+    ),
+    (
+        "lstmn-decoder-inputs_mask-length",
+        lambda: L.LSTMNDeepFusionDecoder(L.LSTMN(4))(
+            _x(2, 3, 5), _x(2, 6, 3), _x(2, 6, 4), inputs_mask=_ones(2, 4)
+        ),
+        "inputs_mask",
+        "inputs_mask.shape=(2, 4)",
+    ),
+    (
+        "lstmn-decoder-max_length=0",
+        lambda: _built(
+            L.LSTMNShallowFusionDecoder(L.LSTMN(4), L.LuongAttention("general")),
+            _x(2, 3, 5),
+            _x(2, 6, 4),
+        ).get_initial_state(2, 0),
+        "max_length",
+        "max_length=0",
+    ),
+    (
+        "lstmn-decoder-step-past-max_length",
+        lambda: _past_max_length(),
+        "state['length']",
+        "state['length']=1",
     ),
     # -- decoding ---------------------------------------------------------------
     (

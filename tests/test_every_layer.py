@@ -149,6 +149,29 @@ LAYER_CASES = {
         ),
         _inputs((2, 4, 3)),
     ),
+    "LSTMNShallowFusionDecoder": lambda: (
+        ka.layers.LSTMNShallowFusionDecoder(
+            ka.layers.LSTMN(4, attention_units=3), ka.layers.LuongAttention("general")
+        ),
+        _inputs((2, 3, 5), (2, 6, 4)),
+    ),
+    "LSTMNDeepFusionDecoder": lambda: (
+        ka.layers.LSTMNDeepFusionDecoder(ka.layers.LSTMN(4), inter_attention_units=3),
+        _inputs((2, 3, 5), (2, 6, 3), (2, 6, 4)),  # inputs, hidden and memory tapes
+    ),
+    "LSTMNDeepFusionDecoder/no-bias-no-summary-dropout": lambda: (
+        ka.layers.LSTMNDeepFusionDecoder(
+            ka.layers.LSTMN(
+                3,
+                use_bias=False,
+                use_summary_in_score=False,
+                dropout=0.1,
+                recurrent_dropout=0.1,
+                seed=1,
+            )
+        ),
+        _inputs((2, 3, 5), (2, 6, 4), (2, 6, 3)),
+    ),
     "MultiHeadAttention": lambda: (
         ka.layers.MultiHeadAttention(num_heads=2, key_dim=3, dropout=0.1),
         _inputs((2, 3, 4), (2, 5, 6)),
@@ -253,6 +276,19 @@ CAUSAL_CASES = {
         _inputs((2, 4, 3), (2, 4, 5)),
         {"use_causal_mask": True},
     ),
+    # Decoders: the target steps (the memory has another length, S != T).
+    "LSTMNShallowFusionDecoder": lambda: (
+        ka.layers.LSTMNShallowFusionDecoder(
+            ka.layers.LSTMN(3), ka.layers.BahdanauAttention(units=3)
+        ),
+        _inputs((2, 4, 3), (2, 5, 2)),
+        {},
+    ),
+    "LSTMNDeepFusionDecoder": lambda: (
+        ka.layers.LSTMNDeepFusionDecoder(ka.layers.LSTMN(3)),
+        _inputs((2, 4, 3), (2, 5, 2), (2, 5, 3)),
+        {},
+    ),
     "LuongAttention": lambda: (
         ka.layers.LuongAttention(score="concat"),
         _inputs((2, 4, 3), (2, 4, 3)),
@@ -287,6 +323,14 @@ PADDING_CASES = {
     "ScoredAttention": lambda: (
         ka.layers.ScoredAttention(score="cosine"),
         *_inputs((2, 3, 4), (2, 5, 4)),
+    ),
+    # A fourth item: `check_padding_invariance`'s keyword arguments.
+    "LSTMNShallowFusionDecoder": lambda: (
+        ka.layers.LSTMNShallowFusionDecoder(
+            ka.layers.LSTMN(3), ka.layers.LuongAttention("general")
+        ),
+        *_inputs((2, 4, 3), (2, 5, 2)),
+        {"mask_argument": "memory_mask"},
     ),
     "BahdanauAttention": lambda: (
         ka.layers.BahdanauAttention(units=3),
@@ -326,7 +370,8 @@ SLOW_CASES = [
 # test workers busy) and runs for them in `make test-large` only.
 FIT_UNDER_MASKS = {
     "AttentionPooling", "AttentionRNNCell", "AttentionRNNDecoder",
-    "BahdanauAttention", "LSTMN", "LuongAttention", "MultiHeadAttention",
+    "BahdanauAttention", "LSTMN", "LSTMNDeepFusionDecoder",
+    "LSTMNShallowFusionDecoder", "LuongAttention", "MultiHeadAttention",
     "MultiHeadSelfAttention", "NeuralTuringMachineCell", "PointerAttention",
     "ScoredAttention", "TransformerDecoder", "TransformerDecoderBlock",
     "TransformerEncoder", "TransformerEncoderBlock",
@@ -518,5 +563,5 @@ def test_causality(case):
 
 @pytest.mark.parametrize("case", sorted(PADDING_CASES))
 def test_padding_invariance(case):
-    layer, query, value = PADDING_CASES[case]()
-    testing.check_padding_invariance(layer, query, value)
+    layer, query, value, *kwargs = PADDING_CASES[case]()
+    testing.check_padding_invariance(layer, query, value, **(kwargs or [{}])[0])

@@ -166,6 +166,19 @@ def _attention_rnn_cell():
     )
 
 
+def _lstmn_deep_fusion():
+    """An LSTMN encoder hands its hidden and memory tapes (`return_cells`)
+    to the deep-fusion decoder: the memory mask comes with the tapes."""
+    encoder = ka.layers.LSTMN(3, return_sequences=True)
+    decoder = ka.layers.LSTMNDeepFusionDecoder(ka.layers.LSTMN(3))
+
+    def layer(decoder_inputs, encoder_inputs):
+        hidden, cells = encoder(encoder_inputs, return_cells=True)
+        return decoder(decoder_inputs, hidden, cells)
+
+    return layer
+
+
 def _transformer(**kwargs):
     """The model embeds its own tokens and masks `padding_id`."""
     model = ka.models.Transformer(
@@ -276,6 +289,14 @@ CASES = {
             ka.layers.LSTMN(3, return_sequences=True, use_summary_in_score=False)
         )
     ),
+    # Padded target steps are skipped as `LSTMN` skips them (left padding
+    # included); padded source positions are never attended.
+    "LSTMNShallowFusionDecoder": lambda: _two_sequences(
+        lambda: ka.layers.LSTMNShallowFusionDecoder(
+            ka.layers.LSTMN(3), ka.layers.BahdanauAttention(units=3)
+        )
+    ),
+    "LSTMNDeepFusionDecoder": lambda: _two_sequences(_lstmn_deep_fusion),
     "AttentionRNNDecoder": lambda: _two_sequences(
         lambda: ka.layers.AttentionRNNDecoder(_rnn_cell()),
         query_real=RIGHT_PADDED_QUERY_REAL,

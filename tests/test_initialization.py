@@ -86,6 +86,13 @@ def _rnn_cell(init, style="bahdanau"):
     )
 
 
+def _lstmn(init):
+    """An LSTMN of 4 units; seeded, its two initializers get seeds 1 and 2
+    (the deep fusion's weights follow them)."""
+    seeded = {} if init is None else {"recurrent_initializer": init(2)}
+    return ka.layers.LSTMN(4, **_kw(init), **seeded)
+
+
 def _call_cell(layer):
     states = [np.zeros((B, size), "float32") for size in layer.state_size]
     layer(np.zeros((B, 4), "float32"), states, np.zeros((B, 5, 4), "float32"))
@@ -207,6 +214,31 @@ CASES = {
                 **({} if init is None else {"recurrent_initializer": init(2)}),
             ),
             (B, 5, 4),
+        ),
+        True,
+    ),
+    # Widths 4 throughout: the fusion's (4, 4) weights meet the LSTMN's.
+    "LSTMNShallowFusionDecoder": (
+        lambda init: _call(
+            ka.layers.LSTMNShallowFusionDecoder(
+                _lstmn(init),
+                ka.layers.ScoredAttention(
+                    scores.General(
+                        **({} if init is None else {"kernel_initializer": init(3)})
+                    )
+                ),
+            ),
+            (B, 5, 4),
+            (B, 6, 4),
+        ),
+        True,
+    ),
+    "LSTMNDeepFusionDecoder": (
+        lambda init: _call(
+            ka.layers.LSTMNDeepFusionDecoder(_lstmn(init), inter_attention_units=4),
+            (B, 5, 4),
+            (B, 6, 4),
+            (B, 6, 4),
         ),
         True,
     ),

@@ -935,6 +935,63 @@ def lstmn_properties(data):
         )
 
 
+def _lstmn_decoder_properties(data, name):
+    """Alignments are distributions over the real encoder positions (zeros
+    for a padded decoder step of the deep decoder, which reads nothing);
+    garbage at padded encoder positions and padded decoder steps changes
+    no output or alignment; garbage after t0 changes no output up to t0."""
+    rng = _rng(data)
+    b = data.draw(st.integers(1, 3), label="batch")
+    t = data.draw(st.integers(1, 4), label="T")
+    s = data.draw(st.integers(1, 5), label="S")
+    din = data.draw(st.sampled_from([2, 3]), label="input width")
+    summary = data.draw(st.booleans(), label="W_h~ in the scores")
+    units, dm = 3, 2
+    deep = name == "LSTMNDeepFusionDecoder"
+
+    def factory():
+        lstmn = ka.layers.LSTMN(units, use_summary_in_score=summary)
+        if deep:
+            return ka.layers.LSTMNDeepFusionDecoder(lstmn, inter_attention_units=4)
+        return ka.layers.LSTMNShallowFusionDecoder(
+            lstmn, ka.layers.BahdanauAttention(4)
+        )
+
+    layer = _layer((name, din, summary), factory)
+    x = _normal(rng, b, t, din)
+    memories = [_normal(rng, b, s, dm)] + ([_normal(rng, b, s, units)] if deep else [])
+    mask = _draw_mask(data, b, t, "inputs_mask")
+    memory_mask = _draw_mask(data, b, s, "memory_mask")
+
+    def run(x, memories):
+        return layer(
+            x,
+            *memories,
+            inputs_mask=mask,
+            memory_mask=memory_mask,
+            return_alignments=True,
+        )
+
+    outputs = run(x, memories)
+    _check_shape(name, outputs[0], (b, t, units if deep else units + dm))
+    _check_shape(name, outputs[1], (b, t, s))
+    _check_finite(name, *outputs)
+    reading = mask[:, :, None] if deep else np.ones((b, t, 1), bool)
+    _check_weights(name, outputs[1], reading & memory_mask[:, None, :])
+    garbled = run(
+        _garble(rng, x, mask), [_garble(rng, m, memory_mask) for m in memories]
+    )
+    for expected, actual in zip(outputs, garbled, strict=True):
+        _check_same(f"{name} padding invariance", expected, actual)
+    t0 = data.draw(st.integers(0, t - 1), label="t0")
+    future = run(_garble(rng, x, _future_keep(b, t, t0)), memories)[0]
+    _check_same(
+        f"{name} causality",
+        _np(outputs[0])[:, : t0 + 1],
+        _np(future)[:, : t0 + 1],
+    )
+
+
 PROPERTIES = {
     "AttentionPooling": attention_pooling_properties,
     "AttentionRNNCell": attention_rnn_cell_properties,
@@ -942,6 +999,12 @@ PROPERTIES = {
     "BahdanauAttention": bahdanau_attention_properties,
     "ImageTransformerBlock": image_transformer_block_properties,
     "LSTMN": lstmn_properties,
+    "LSTMNDeepFusionDecoder": lambda data: _lstmn_decoder_properties(
+        data, "LSTMNDeepFusionDecoder"
+    ),
+    "LSTMNShallowFusionDecoder": lambda data: _lstmn_decoder_properties(
+        data, "LSTMNShallowFusionDecoder"
+    ),
     "LuongAttention": luong_attention_properties,
     "MultiHeadAttention": multi_head_attention_properties,
     "MultiHeadSelfAttention": multi_head_self_attention_properties,

@@ -19,7 +19,7 @@ import keras_attention  # noqa: F401  (registers the classes)
 RELEASE = pathlib.Path(__file__).parent / "data" / "release-0.2.0"
 CASES = sorted(p.stem for p in RELEASE.glob("*.keras"))
 # Public classes added after release 0.2.0: it could not save them.
-ADDED_AFTER_0_2_0 = {"LSTMN"}
+ADDED_AFTER_0_2_0 = {"LSTMN", "LSTMNDeepFusionDecoder", "LSTMNShallowFusionDecoder"}
 
 
 def _arrays(record, case, kind):

@@ -1,7 +1,7 @@
 """Public layers, one per file, grouped by family.
 
 - `recurrent/`: Bahdanau, Luong, scored and pointer attention, RNN decoders,
-  the LSTMN.
+  the LSTMN and its fusion decoders.
 - `transformer/`: multi-head attention, the Transformer blocks and stacks, positions.
 - `universal/`: the Universal Transformer (ACT).
 - `memory/`: the Neural Turing Machine.
@@ -21,6 +21,12 @@ from keras_attention.layers.recurrent.attention_rnn_cell import AttentionRNNCell
 from keras_attention.layers.recurrent.attention_rnn_decoder import AttentionRNNDecoder
 from keras_attention.layers.recurrent.bahdanau_attention import BahdanauAttention
 from keras_attention.layers.recurrent.lstmn import LSTMN
+from keras_attention.layers.recurrent.lstmn_deep_fusion_decoder import (
+    LSTMNDeepFusionDecoder,
+)
+from keras_attention.layers.recurrent.lstmn_shallow_fusion_decoder import (
+    LSTMNShallowFusionDecoder,
+)
 from keras_attention.layers.recurrent.luong_attention import LuongAttention
 from keras_attention.layers.recurrent.pointer_attention import PointerAttention
 from keras_attention.layers.recurrent.scored_attention import ScoredAttention
@@ -56,6 +62,8 @@ __all__ = [
     "BahdanauAttention",
     "ImageTransformerBlock",
     "LSTMN",
+    "LSTMNDeepFusionDecoder",
+    "LSTMNShallowFusionDecoder",
     "LuongAttention",
     "MultiHeadAttention",
     "MultiHeadSelfAttention",

@@ -59,9 +59,12 @@ from keras_attention.ops.local_attention import predicted_positions
 from keras_attention.ops.local_attention import source_positions
 from keras_attention.ops.loops import recurrence
 from keras_attention.ops.lstmn import LSTMNActivations
+from keras_attention.ops.lstmn import LSTMNStep
 from keras_attention.ops.lstmn import LSTMNWeights
 from keras_attention.ops.lstmn import intra_attention_logits
 from keras_attention.ops.lstmn import lstmn_step
+from keras_attention.ops.lstmn import source_read
+from keras_attention.ops.lstmn_recurrence import lstmn_fusion_recurrence
 from keras_attention.ops.lstmn_recurrence import lstmn_recurrence
 from keras_attention.ops.modifier_calls import alibi_slopes
 from keras_attention.ops.modifier_calls import position_indices
@@ -84,10 +87,13 @@ __all__ = [
     "cosine_similarity",
     "interpolate",
     "LSTMNActivations",
+    "LSTMNStep",
     "LSTMNWeights",
     "intra_attention_logits",
+    "lstmn_fusion_recurrence",
     "lstmn_recurrence",
     "lstmn_step",
+    "source_read",
     "read_memory",
     "sharpen",
     "write_memory",

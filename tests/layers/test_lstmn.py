@@ -169,6 +169,27 @@ def test_matches_the_numpy_reference(variant, x, rng):
     )
 
 
+def test_return_cells_is_the_memory_tape(x):
+    """`return_cells`: entry t is the reference's `c` after the first t + 1
+    steps (carried over at a padded step), backwards too; zeros at padded
+    steps with `zero_output_for_mask`."""
+    layer = _layer(x, go_backwards=True)
+    outputs, h, c, cells = layer(x, mask=MASK, return_cells=True)
+    reversed_x, reversed_mask = x[:, ::-1], MASK[:, ::-1]  # processing order
+    for t in range(T):
+        prefix = lstmn_reference(
+            _weights(layer), reversed_x[:, : t + 1], reversed_mask[:, : t + 1]
+        )
+        np.testing.assert_allclose(_np(cells)[:, t], prefix[2], atol=1e-5)
+    layer.zero_output_for_mask = True
+    zeroed = _np(layer(x, mask=MASK, return_cells=True)[-1])
+    np.testing.assert_array_equal(zeroed[~reversed_mask], 0.0)
+    symbolic = layer(keras.Input((None, D)), return_cells=True)
+    assert [tuple(o.shape) for o in symbolic] == [(None, None, UNITS)] + [
+        (None, UNITS)
+    ] * 2 + [(None, None, UNITS)]
+
+
 def test_weights_sum_to_one_with_the_initial_state(x):
     """Each real step's weights over the earlier real steps plus the initial
     state form a distribution; step 1 reads the initial state alone."""

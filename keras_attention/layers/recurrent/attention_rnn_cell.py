@@ -26,6 +26,64 @@ def _no_memory(name):
     )
 
 
+def step_attention(attention):
+    """`attention` (or its config) checked for a decoder that queries it one
+    state at a time: a `ScoredAttention` whose window, if any, is local-p."""
+    if isinstance(attention, dict):
+        attention = keras.saving.deserialize_keras_object(attention)
+    if not isinstance(attention, ScoredAttention):
+        raise ValueError(
+            "`attention` must be a `ScoredAttention` layer (e.g. "
+            f"BahdanauAttention, LuongAttention). Received: attention={attention!r}"
+        )
+    if attention.window is not None and not attention.predictive:
+        raise ValueError(
+            "`attention` inside a decoder cell may use a local `window` only "
+            "with alignment='predictive' (local-p). Received: "
+            f"attention.window={attention.window}, "
+            f"attention.alignment={attention.alignment!r}"
+        )
+    return attention
+
+
+def prepare_attention_memory(attention, memory, memory_mask=None):
+    """`(memory, keys, mask)` for `attend`: `keys` the memory projected by
+    `attention`'s score when it supports it (`project_key`), else the
+    memory; `mask` boolean `(B, S)` or `None`."""
+    check_rank("memory", memory.shape, 3)
+    if memory_mask is not None:
+        ka_ops.check_mask("memory_mask", memory_mask, tuple(memory.shape[:2]))
+        memory_mask = ops.cast(memory_mask, "bool")
+    score = attention.score
+    keys = score.project_key(memory) if hasattr(score, "project_key") else memory
+    return memory, keys, memory_mask
+
+
+def attend(attention, query, memory_cache, training=None):
+    """Context `(B, Dm)` and float32 alignment `(B, S)` of one query `(B, D)`
+    over `prepare_attention_memory`'s cache, with `attention`'s score; for a
+    sequence of queries `(B, T, D)`, `(B, T, Dm)` and `(B, T, S)`. The query
+    reaches the score in its own dtype (the score computes in float32)."""
+    memory, keys, mask = memory_cache
+    score = attention.score
+    single = len(query.shape) == 2
+    if single:
+        query = query[:, None, :]  # (B, 1, D)
+    if hasattr(score, "score_projected"):
+        logits = score.score_projected(query, keys)  # (B, 1, S)
+    else:
+        logits = score(query, keys)
+    weights = attention.alignment_weights(
+        query,
+        logits,
+        None if mask is None else mask[:, None, :],
+        key_mask=mask,
+        training=training,
+    )
+    context = ka_ops.weighted_sum(weights, memory)  # (B, T, Dm)
+    return (context[:, 0], weights[:, 0]) if single else (context, weights)
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
 class AttentionRNNCell(keras.layers.Layer):
     """One decoder step of an RNN with attention over an encoder memory.
@@ -111,25 +169,12 @@ class AttentionRNNCell(keras.layers.Layer):
         super().__init__(**kwargs)
         if isinstance(cell, dict):
             cell = keras.saving.deserialize_keras_object(cell)
-        if isinstance(attention, dict):
-            attention = keras.saving.deserialize_keras_object(attention)
         if not isinstance(cell, keras.layers.Layer) or not hasattr(cell, "state_size"):
             raise ValueError(
                 "`cell` must be a Keras RNN cell (a layer with `state_size`, "
                 f"e.g. keras.layers.GRUCell). Received: cell={cell!r}"
             )
-        if not isinstance(attention, ScoredAttention):
-            raise ValueError(
-                "`attention` must be a `ScoredAttention` layer (e.g. "
-                f"BahdanauAttention, LuongAttention). Received: attention={attention!r}"
-            )
-        if attention.window is not None and not attention.predictive:
-            raise ValueError(
-                "`attention` inside a decoder cell may use a local `window` only "
-                "with alignment='predictive' (local-p). Received: "
-                f"attention.window={attention.window}, "
-                f"attention.alignment={attention.alignment!r}"
-            )
+        attention = step_attention(attention)
         if style not in _STYLES:
             raise ValueError(
                 f"`style` must be one of {_STYLES}. Received: style={style!r}"
@@ -243,32 +288,10 @@ class AttentionRNNCell(keras.layers.Layer):
         `keys` is the memory projected by the score when it supports it
         (`project_key`, e.g. the additive score's `W h_j`), else the memory.
         """
-        check_rank("memory", memory.shape, 3)
-        if memory_mask is not None:
-            ka_ops.check_mask("memory_mask", memory_mask, tuple(memory.shape[:2]))
-            memory_mask = ops.cast(memory_mask, "bool")
-        score = self.attention.score
-        keys = score.project_key(memory) if hasattr(score, "project_key") else memory
-        return memory, keys, memory_mask
+        return prepare_attention_memory(self.attention, memory, memory_mask)
 
     def _attend(self, query, memory_cache, training):
-        """Context `(B, Dm)` and float32 alignment `(B, S)` for a query `(B, D)`."""
-        memory, keys, mask = memory_cache
-        score = self.attention.score
-        query = query[:, None, :]  # (B, 1, D)
-        if hasattr(score, "score_projected"):
-            logits = score.score_projected(query, keys)  # (B, 1, S)
-        else:
-            logits = score(query, keys)
-        weights = self.attention.alignment_weights(
-            query,
-            logits,
-            None if mask is None else mask[:, None, :],
-            key_mask=mask,
-            training=training,
-        )
-        context = ka_ops.weighted_sum(weights, memory)  # (B, 1, Dm)
-        return context[:, 0], weights[:, 0]
+        return attend(self.attention, query, memory_cache, training)
 
     def _run_cell(self, inputs, cell_states, training):
         output, new_states = self.cell(inputs, cell_states, training=training)

@@ -143,11 +143,17 @@ class LSTMN(keras.layers.Layer):
             on the initial state. A masked step's row is all zeros. With
             `go_backwards` rows and columns follow the processing order,
             as the outputs do.
+        return_cells: also return every step's memory cell `c_t`
+            `(B, T, U)`, the paper's memory tape (the outputs with
+            `return_sequences` are its hidden tape), in processing order; a
+            masked step's entry is the carried `c` (zeros with
+            `zero_output_for_mask`). `LSTMNDeepFusionDecoder` reads both
+            tapes of an encoder.
 
     Returns:
         The output, `(B, T, U)` or `(B, U)`; with `return_state`, then
-        `h_T` and `c_T` `(B, U)`; with `return_attention_scores`, then the
-        weights.
+        `h_T` and `c_T` `(B, U)`; with `return_cells`, then the cells
+        `(B, T, U)`; with `return_attention_scores`, then the weights.
 
     Example:
 
@@ -328,6 +334,10 @@ class LSTMN(keras.layers.Layer):
             summary_kernel=value(self.attention_summary_kernel),
         )
 
+    def activations(self):
+        """The loop's activations (`keras_attention.ops.LSTMNActivations`)."""
+        return ka_ops.LSTMNActivations(self.activation, self.recurrent_activation)
+
     # -- call ----------------------------------------------------------------
 
     def _initial_state(self, initial_state, batch):
@@ -355,8 +365,11 @@ class LSTMN(keras.layers.Layer):
             return None
         return keras.random.dropout(ops.ones_like(like), rate, seed=self.seed_generator)
 
-    def _loop_inputs(self, sequences, initial_state, mask, training):
-        """The inputs of `keras_attention.ops.lstmn_recurrence`."""
+    def loop_inputs(self, sequences, initial_state=None, mask=None, training=None):
+        """The inputs of `keras_attention.ops.lstmn_recurrence` (a dict),
+        and the float32 sequences they were computed from (after `dropout`
+        and `go_backwards`), for layers built on this one (the fusion
+        decoders); see `call` for the arguments."""
         x = ops.cast(sequences, "float32")  # (B, T, D)
         if mask is None:
             step_mask = ops.ones_like(x[..., 0])  # (B, T)
@@ -375,7 +388,7 @@ class LSTMN(keras.layers.Layer):
         if self.bias is not None:
             gate_inputs = gate_inputs + ops.cast(self.bias, "float32")
         kernel = ops.cast(self.attention_input_kernel, "float32")
-        return {
+        inputs = {
             "gate_inputs": gate_inputs,
             "attention_inputs": ops.matmul(x, kernel),  # (B, T, A)
             "step_mask": step_mask,
@@ -385,6 +398,7 @@ class LSTMN(keras.layers.Layer):
                 initial_hidden, self.recurrent_dropout, training
             ),
         }
+        return inputs, x
 
     def call(
         self,
@@ -393,22 +407,27 @@ class LSTMN(keras.layers.Layer):
         mask=None,
         training=None,
         return_attention_scores=False,
+        return_cells=False,
     ):
         check_rank("sequences", sequences.shape, 3)
         check_last_dim("sequences", sequences.shape, self.kernel.shape[0])
-        inputs = self._loop_inputs(sequences, initial_state, mask, training)
+        inputs, _ = self.loop_inputs(sequences, initial_state, mask, training)
         hidden, cell, weights = ka_ops.lstmn_recurrence(
             inputs,
             self.recurrent_weights(),
-            ka_ops.LSTMNActivations(self.activation, self.recurrent_activation),
+            self.activations(),
             return_attention=return_attention_scores,
         )
-        outputs = hidden[:, 1:]  # (B, T, U): slot t is the state after step t
+        # (B, T, U): slot t is the state after step t.
+        outputs, cells = hidden[:, 1:], cell[:, 1:]
         if self.zero_output_for_mask:
             outputs = outputs * inputs["step_mask"][:, :, None]
+            cells = cells * inputs["step_mask"][:, :, None]
         results = [outputs if self.return_sequences else outputs[:, -1]]
         if self.return_state:
             results += [hidden[:, -1], cell[:, -1]]
+        if return_cells:
+            results.append(cells)
         results = [ops.cast(r, self.compute_dtype) for r in results]
         if return_attention_scores:
             results.append(weights[:, :, 1:])  # (B, T, T): slot 0 left out
@@ -423,10 +442,17 @@ class LSTMN(keras.layers.Layer):
         return (output, state, state) if self.return_state else output
 
     def compute_output_spec(
-        self, sequences, initial_state=None, return_attention_scores=False, **kwargs
+        self,
+        sequences,
+        initial_state=None,
+        return_attention_scores=False,
+        return_cells=False,
+        **kwargs,
     ):
         shapes = self.compute_output_shape(tuple(sequences.shape))
         shapes = list(shapes) if self.return_state else [shapes]
+        if return_cells:
+            shapes.append((*sequences.shape[:2], self.units))
         specs = [keras.KerasTensor(s, dtype=self.compute_dtype) for s in shapes]
         if return_attention_scores:
             batch, steps = sequences.shape[0], sequences.shape[1]
