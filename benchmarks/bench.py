@@ -1246,7 +1246,7 @@ def lstmn_memory_table(args):
         "section 5): `XLA` is the compiled step's memory by XLA's own account "
         "(arguments, outputs, temporaries), `peak` and `base` the process' "
         "peak RSS and its RSS before the first call (TensorFlow's runtime and "
-        "XLA's compiler included, ~0.8 GiB), `s` the time of a second call.\n"
+        "XLA's compiler included; `base` ~0.9 GiB), `s` the time of a second call.\n"
     )
     print(
         "| T | LSTMN XLA MiB | peak GiB | base | s | LSTM XLA MiB | peak GiB | base "
