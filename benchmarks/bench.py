@@ -69,6 +69,15 @@ Sections (`--sections`, default all):
   `2 d_k` FLOPs per pair and head (2 forward; 5 backward, which recomputes
   the scores).
 
+- `lstmn` (issue 42): `ka.layers.LSTMN` vs `keras.layers.LSTM` of the
+  same width (`--lstmn-units` 128, as many input features, batch
+  `--lstmn-batch` 8), forward+backward under XLA at `--lstmn-lengths`
+  (64, 256, 1024): times in interleaved rounds and the LSTMN/LSTM ratio;
+  then each point's memory in a fresh child process (XLA's own account of
+  the compiled step, and the peak RSS, as in `window`); and how each grows
+  from T/4 to T (the LSTMN's time is O(T^2), its memory and the LSTM's
+  time and memory O(T)).
+
     make bench                                  # everything
     PYTHONPATH=. python benchmarks/bench.py --sections layer --rounds 7
     PYTHONPATH=. python benchmarks/bench.py --smoke   # tiny, 1 round (tests)
@@ -99,7 +108,7 @@ from keras_attention.ops.chunked.block_plan import plan_blocks  # noqa: E402
 GIB = 1024**3
 SECTIONS = (
     "layer", "memory", "encoder", "generation", "window", "modifier", "gqa", "modes",
-    "bf16", "long",
+    "bf16", "long", "lstmn",
 )  # fmt: skip
 MEMORY_MODES = ("xla", "xla-unknown", "graph", "graph-unknown", "eager")
 
@@ -324,6 +333,9 @@ def memory_point(impl, length, args):
     if impl.startswith("mode-"):
         _mode_point(impl[5:], length, args)
         return
+    if impl.startswith("rnn-"):
+        recurrent_point(impl[4:], length, args)
+        return
     if impl.startswith("op-"):
         shape = (1, length, heads, key_dim)
         qkv = [tf.random.normal(shape) for _ in range(3)]
@@ -482,6 +494,10 @@ def _run_child(impl, length, args, heads, dump):
         str(args.window),
         "--window-chunk",
         str(args.window_chunk),
+        "--lstmn-batch",
+        str(args.lstmn_batch),
+        "--lstmn-units",
+        str(args.lstmn_units),
     ] + (["--second-call"] if getattr(args, "second_call", False) else [])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     if dump:
@@ -1122,6 +1138,149 @@ def gqa_section(args):
     return rows
 
 
+# -- 11. LSTMN vs keras.layers.LSTM (issue 42) --------------------------------
+
+RECURRENT = ("lstmn", "lstm")  # the candidates of section 11, ours first
+
+
+def recurrent_layer(name, units):
+    """`ka.layers.LSTMN(units)` or `keras.layers.LSTM(units)`, both
+    returning every step's output (the loss reads all of them)."""
+    if name == "lstmn":
+        return ka.layers.LSTMN(units, return_sequences=True)
+    return keras.layers.LSTM(units, return_sequences=True)
+
+
+def recurrent_gradients(layer):
+    """XLA-compiled `x -> gradients of sum(layer(x))` with respect to `x`
+    and every trainable weight (the gradient of a training step)."""
+
+    @tf.function(jit_compile=True, reduce_retracing=False)
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(layer(x))
+        return tape.gradient(loss, [x, *layer.trainable_weights])
+
+    return step
+
+
+def recurrent_point(name, length, args):
+    """Child process of `lstmn_section`: one forward+backward under XLA of
+    `name` (one of `RECURRENT`) at `(--lstmn-batch, length, --lstmn-units)`."""
+    units = args.lstmn_units
+    x = tf.random.normal((args.lstmn_batch, length, units))
+    layer = recurrent_layer(name, units)
+    layer(x[:, :4])  # builds the weights
+    step = recurrent_gradients(layer)
+    _report_memory(lambda: block(step(x)), args.second_call)
+
+
+def growth(values):
+    """`{L: values[L] / values[L // 4]}` (None where `L // 4` was not
+    measured): how a cost grows when the length is multiplied by 4."""
+    return {
+        length: value / values[length // 4]
+        if length % 4 == 0 and values.get(length // 4)
+        else None
+        for length, value in values.items()
+    }
+
+
+def times_four(value):
+    """A `growth` value as a table cell."""
+    return "-" if value is None else f"{value:.1f}x"
+
+
+def lstmn_section(args):
+    b, u, lengths = args.lstmn_batch, args.lstmn_units, args.lstmn_lengths
+    print(
+        f"\n### 11. LSTMN vs keras.layers.LSTM (issue 42): forward+backward "
+        f"under XLA (`tf.function(jit_compile=True)`, gradients of the sum of "
+        f"every step's output w.r.t. the input and all weights), B={b}, "
+        f"{u} units, {u} input features\n"
+    )
+    print(
+        "Times: median (min-max) of the rounds after a warm-up call, the two "
+        "layers interleaved; LSTMN/LSTM round by round; `x T/4`: the median "
+        "time over the median at a quarter of the length (O(T^2): 16x, "
+        "O(T): 4x).\n"
+    )
+    print("| T | LSTMN s | LSTM s | LSTMN/LSTM | LSTMN x T/4 | LSTM x T/4 |")
+    print("|---|---|---|---|---|---|")
+    rows, medians = [], {name: {} for name in RECURRENT}
+    for length in lengths:
+        x = tf.random.normal((b, length, u))
+        fns = {}
+        for name in RECURRENT:
+            layer = recurrent_layer(name, u)
+            layer(x[:, :4])
+            step = recurrent_gradients(layer)
+            fns[name] = lambda step=step, x=x: block(step(x))
+        times = interleaved(fns, args.rounds)
+        ours, anchor = times["lstmn"], times["lstm"]
+        for name in RECURRENT:
+            medians[name][length] = float(np.median(times[name]))
+        grow = {name: growth(medians[name])[length] for name in RECURRENT}
+        rows.append(
+            dict(
+                length=length,
+                seconds={name: medians[name][length] for name in RECURRENT},
+                ratio=float(np.median(np.asarray(ours) / np.asarray(anchor))),
+                growth=grow,
+            )
+        )
+        print(
+            f"| {length} | {spread(ours, 4)} | {spread(anchor, 4)} "
+            f"| {ratio(ours, anchor)} | {times_four(grow['lstmn'])} "
+            f"| {times_four(grow['lstm'])} |",
+            flush=True,
+        )
+    return {"time": rows, "memory": lstmn_memory_table(args)}
+
+
+def lstmn_memory_table(args):
+    """Section 11's memory: a fresh process per point, as in section 5."""
+    print(
+        "\nMemory of one forward+backward, a fresh process per point (as in "
+        "section 5): `XLA` is the compiled step's memory by XLA's own account "
+        "(arguments, outputs, temporaries), `peak` and `base` the process' "
+        "peak RSS and its RSS before the first call (TensorFlow's runtime and "
+        "XLA's compiler included; `base` ~0.9 GiB), `s` the time of a second call.\n"
+    )
+    print(
+        "| T | LSTMN XLA MiB | peak GiB | base | s | LSTM XLA MiB | peak GiB | base "
+        "| s | XLA LSTMN/LSTM | LSTMN XLA x T/4 | LSTM XLA x T/4 |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    rows, xla = [], {name: {} for name in RECURRENT}
+    for length in args.lstmn_lengths:
+        row, cells = dict(length=length), []
+        for name in RECURRENT:
+            result = run_child(f"rnn-{name}", length, args, xla_report=True)
+            row[name] = result
+            if result["status"] != "ok":
+                cells.append(f"{result['status']} | | | ")
+                continue
+            xla[name][length] = result["xla_bytes"]
+            mark = " (incl. compile)" if result["includes_compile"] else ""
+            cells.append(
+                f"{result['xla_bytes'] / 2**20:.2f} | {result['peak'] / GIB:.2f} "
+                f"| {result['base'] / GIB:.2f} | {result['seconds']:.2f}{mark}"
+            )
+        both = all(length in xla[name] for name in RECURRENT)
+        row["xla_ratio"] = xla["lstmn"][length] / xla["lstm"][length] if both else None
+        grow = [growth(xla[name]).get(length) for name in RECURRENT]
+        rows.append(row)
+        share = "-" if row["xla_ratio"] is None else f"{row['xla_ratio']:.2f}"
+        print(
+            f"| {length} | {' | '.join(cells)} | {share} "
+            f"| {times_four(grow[0])} | {times_four(grow[1])} |",
+            flush=True,
+        )
+    return rows
+
+
 # -- main --------------------------------------------------------------------
 
 
@@ -1205,6 +1364,9 @@ def parse_args(argv=None):
     parser.add_argument(
         "--memory-modes", nargs="+", choices=MEMORY_MODES, default=list(MEMORY_MODES)
     )
+    parser.add_argument("--lstmn-lengths", type=int, nargs="+", default=[64, 256, 1024])
+    parser.add_argument("--lstmn-batch", type=int, default=8)
+    parser.add_argument("--lstmn-units", type=int, default=128)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, 1 round")
     parser.add_argument("--memory-point", nargs=2, metavar=("IMPL", "L"))
     args = parser.parse_args(argv)
@@ -1222,6 +1384,7 @@ def parse_args(argv=None):
         args.gqa_layers, args.gqa_batch = 1, 2
         args.gqa_max_length, args.gqa_steps = 8, 4
         args.mode_lengths, args.long_length = [32], 64
+        args.lstmn_lengths, args.lstmn_batch, args.lstmn_units = [8, 32], 2, 8
     return args
 
 
@@ -1243,6 +1406,7 @@ def main(argv=None):
         "modes": modes_section,
         "bf16": bf16_section,
         "long": long_section,
+        "lstmn": lstmn_section,
     }
     results = {}
     for name in args.sections:

@@ -17,6 +17,10 @@ ratios round by round; `bench.interleaved`, `spread`, `ratio`):
   `greedy_generators`, as in its section 4: 128 tokens, d_model 256, 4
   heads, 4 layers, vocab 8000, one `fori_loop`, here under `jax.jit`) at
   `--gen-batches`.
+- `lstmn` (issue 42): `ka.layers.LSTMN` vs `keras.layers.LSTM` of the
+  same width, forward+backward under `jax.jit` as `layer`, B=8, 128 units,
+  at `--lstmn-lengths` (64, 256, 1024), with how each time grows from T/4
+  to T (`bench.py`'s section 11 on TensorFlow, which also measures memory).
 
     make bench-jax
     KERAS_BACKEND=jax PYTHONPATH=. python benchmarks/bench_jax.py --smoke
@@ -35,11 +39,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from bench import RECURRENT  # noqa: E402
 from bench import generation_times  # noqa: E402
 from bench import greedy_generators  # noqa: E402
+from bench import growth  # noqa: E402
 from bench import interleaved  # noqa: E402
 from bench import ratio  # noqa: E402
+from bench import recurrent_layer  # noqa: E402
 from bench import spread  # noqa: E402
+from bench import times_four  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
@@ -47,15 +55,17 @@ import keras_attention as ka  # noqa: E402
 
 def gradient_step(layer, arguments):
     """`jax.jit` of the gradients of `sum(layer(*arguments(x)))` with
-    respect to the layer's trainable values and `x`."""
+    respect to the layer's trainable values and `x` (its non-trainable
+    values, such as an RNN cell's seed, passed as they are)."""
 
-    def loss(trainable, x):
-        output, _ = layer.stateless_call(trainable, [], *arguments(x))
+    def loss(trainable, fixed, x):
+        output, _ = layer.stateless_call(trainable, fixed, *arguments(x))
         return ops.sum(output)
 
-    grad = jax.jit(jax.grad(loss, argnums=(0, 1)))
+    grad = jax.jit(jax.grad(loss, argnums=(0, 2)))
     trainable = [v.value for v in layer.trainable_variables]
-    return lambda x: jax.block_until_ready(grad(trainable, x))
+    fixed = [v.value for v in layer.non_trainable_variables]
+    return lambda x: jax.block_until_ready(grad(trainable, fixed, x))
 
 
 def layer_section(args):
@@ -150,11 +160,47 @@ def generation_section(args):
     return rows
 
 
+def lstmn_section(args):
+    b, u = args.lstmn_batch, args.lstmn_units
+    print(
+        f"\n### 4. LSTMN vs keras.layers.LSTM (issue 42), forward+backward under "
+        f"jax.jit (gradients of the input and all weights), B={b}, {u} units, "
+        f"{u} input features\n"
+    )
+    print("| T | LSTMN s | LSTM s | LSTMN/LSTM | LSTMN x T/4 | LSTM x T/4 |")
+    print("|---|---|---|---|---|---|")
+    rows, medians = [], {name: {} for name in RECURRENT}
+    for length in args.lstmn_lengths:
+        x = jax.random.normal(jax.random.PRNGKey(0), (b, length, u))
+        steps = {}
+        for name in RECURRENT:
+            layer = recurrent_layer(name, u)
+            layer(x[:, :4])
+            steps[name] = gradient_step(layer, lambda x: (x,))
+        times = interleaved(
+            {name: lambda step=step, x=x: step(x) for name, step in steps.items()},
+            args.rounds,
+        )
+        o, k = times["lstmn"], times["lstm"]
+        for name in RECURRENT:
+            medians[name][length] = float(np.median(times[name]))
+        grow = {name: growth(medians[name])[length] for name in RECURRENT}
+        rows.append(
+            dict(length=length, ratio=float(np.median(np.divide(o, k))), growth=grow)
+        )
+        print(
+            f"| {length} | {spread(o, 4)} | {spread(k, 4)} | {ratio(o, k)} "
+            f"| {times_four(grow['lstmn'])} | {times_four(grow['lstm'])} |",
+            flush=True,
+        )
+    return rows
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--sections", nargs="+", choices=("layer", "encoder", "generation"),
-        default=["layer", "encoder", "generation"],
+        "--sections", nargs="+", choices=("layer", "encoder", "generation", "lstmn"),
+        default=["layer", "encoder", "generation", "lstmn"],
     )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--batch", type=int, default=8)
@@ -164,11 +210,15 @@ def parse_args(argv=None):
     parser.add_argument("--encoder-length", type=int, default=256)
     parser.add_argument("--gen-steps", type=int, default=128)
     parser.add_argument("--gen-batches", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--lstmn-lengths", type=int, nargs="+", default=[64, 256, 1024])
+    parser.add_argument("--lstmn-batch", type=int, default=8)
+    parser.add_argument("--lstmn-units", type=int, default=128)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, 1 round")
     args = parser.parse_args(argv)
     if args.smoke:
         args.rounds, args.batch, args.lengths, args.encoder_length = 1, 2, [16], 16
         args.gen_steps, args.gen_batches = 8, [2]
+        args.lstmn_lengths, args.lstmn_batch, args.lstmn_units = [8, 32], 2, 8
     return args
 
 
@@ -185,6 +235,7 @@ def main(argv=None):
         "layer": layer_section,
         "encoder": encoder_section,
         "generation": generation_section,
+        "lstmn": lstmn_section,
     }
     return {name: sections[name](args) for name in args.sections}
 

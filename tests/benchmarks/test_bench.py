@@ -15,12 +15,13 @@ def test_bench_smoke_run_prints_every_table(monkeypatch, capsys):
     runpy.run_path(str(SCRIPT), run_name="__main__")
     out = capsys.readouterr().out
     sections = out.split("\n### ")[1:]
-    assert [s.split(" ", 1)[0] for s in sections] == [f"{i}." for i in range(1, 11)]
+    assert [s.split(" ", 1)[0] for s in sections] == [f"{i}." for i in range(1, 12)]
     # Data rows per section: 2 layer rows; 1 memory, encoder and generation
     # row; 4 window rows and 1 window memory row; 3 modifier rows; 2 GQA rows;
-    # 1 row of execution modes; 1 bf16 row; 1 long-context row.
+    # 1 row of execution modes; 1 bf16 row; 1 long-context row; 2 LSTMN time
+    # rows and 2 LSTMN memory rows.
     data = [_data_rows(s) for s in sections]
-    assert [len(rows) for rows in data] == [2, 1, 1, 1, 5, 3, 2, 1, 1, 1], out
+    assert [len(rows) for rows in data] == [2, 1, 1, 1, 5, 3, 2, 1, 1, 1, 4], out
     # The long-context row: time over the FLOP time and over the products alone.
     assert data[9][0].count("|") == 7, data[9]
     for rows in (
@@ -28,6 +29,7 @@ def test_bench_smoke_run_prints_every_table(monkeypatch, capsys):
         data[4][-1:],
         data[7],
         data[9],
+        data[10][2:],
     ):  # child-process memory points
         for row in rows:
             assert "failed" not in row and "killed" not in row and "not run" not in row
@@ -56,6 +58,26 @@ def test_bench_ratio_helpers():
     assert len(times["a"]) == len(times["b"]) == 2
 
 
+def test_bench_lstmn_helpers():
+    bench = runpy.run_path(str(SCRIPT))
+    growth, times_four = bench["growth"], bench["times_four"]
+    assert growth({64: 1.0, 256: 16.0, 1024: 64.0}) == {64: None, 256: 16.0, 1024: 4.0}
+    assert growth({8: 1.0, 16: 2.0}) == {8: None, 16: None}  # no T/4 measured
+    assert growth({64: 0, 256: 1.0})[256] is None  # a failed point
+    assert [times_four(v) for v in (None, 15.94)] == ["-", "15.9x"]
+    assert bench["RECURRENT"] == ("lstmn", "lstm")
+    x = bench["tf"].random.normal((2, 5, 3))
+    for name in bench["RECURRENT"]:
+        layer = bench["recurrent_layer"](name, 4)
+        layer(x)
+        grads = bench["recurrent_gradients"](layer)(x)
+        # The input's gradient, then one per trainable weight.
+        assert len(grads) == 1 + len(layer.trainable_weights)
+        assert tuple(grads[0].shape) == (2, 5, 3)
+    args = bench["parse_args"](["--smoke", "--sections", "lstmn"])
+    assert args.lstmn_lengths == [8, 32]  # a 4x step: the growth column is filled
+
+
 @pytest.mark.large
 def test_jax_bench_smoke_run_prints_every_table():
     """In a child process: the JAX backend is chosen before Keras loads."""
@@ -70,5 +92,5 @@ def test_jax_bench_smoke_run_prints_every_table():
         timeout=600,
     ).stdout
     sections = out.split("\n### ")[1:]
-    assert [s.split(" ", 1)[0] for s in sections] == ["1.", "2.", "3."], out
-    assert [len(_data_rows(s)) for s in sections] == [1, 1, 1], out
+    assert [s.split(" ", 1)[0] for s in sections] == ["1.", "2.", "3.", "4."], out
+    assert [len(_data_rows(s)) for s in sections] == [1, 1, 1, 2], out
