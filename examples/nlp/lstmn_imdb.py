@@ -32,11 +32,12 @@ Models (`--models`), all one direction, `--units` (100) wide:
   `--gru-units` = 50 per direction, `AttentionPooling`, dense) on the same
   last words.
 
-The LSTMN trains under XLA (`jit_compile=True`: 2.6x faster than graph
-mode here, and in graph mode TensorFlow failed at the second batch of 64
-reviews with an `AlreadyExistsError` from Grappler's rewrite of the
-loop); the baselines in graph mode, as in `han_imdb.py` (`--jit-compile`
-puts them under XLA too).
+The LSTMN trains under XLA (`jit_compile=True`): in graph mode
+TensorFlow failed at the second batch of 64 reviews of 256 words with an
+`AlreadyExistsError` from Grappler's arithmetic rewrite of the loop, and
+with that rewrite turned off it took 2.6x the time of XLA (one measurement
+on a shared machine). The baselines train in graph mode, as in
+`han_imdb.py` (`--jit-compile` puts them under XLA too).
 
 Outputs under `--output-dir`: `results.json`, `results.md` (test accuracy,
 epochs, training time, steps per second, weights of each model), per
@@ -140,8 +141,8 @@ def build_model(name, args, steps_per_epoch):
     x = keras.layers.Dropout(args.dropout, seed=args.seed)(x)
     x = keras.layers.Dropout(args.dropout, seed=args.seed)(rnn(x))  # last state
     model = keras.Model(tokens, keras.layers.Dense(2)(x), name=name)
-    # The LSTMN under XLA: 2.6x faster than graph mode here, where
-    # TensorFlow also failed (AlreadyExistsError) at batch 64, 256 words.
+    # The LSTMN under XLA: graph mode failed at batch 64, 256 words (see
+    # the header), and took 2.6x the time of XLA without Grappler's rewrite.
     jit_compile = True if name == "flat-lstmn" else args.jit_compile
     return han_imdb.compile_classifier(model, args, steps_per_epoch, jit_compile)
 
@@ -176,14 +177,17 @@ def pick_sentence(doc):
 def save_intra_attention(model, tokens, vocabulary, path, title=None):
     """`path` (PNG) and `path` with `.json`: the heat map of
     `intra_attention`, each row labelled by its word, each column by the
-    word read (`<start>`: the initial state)."""
+    word read (`<start>`: the initial state). Each row is drawn scaled to
+    its largest weight (word t spreads weights of about 1 / t, which a
+    common scale would show as blank); the JSON file keeps the weights."""
     weights = intra_attention(model, tokens)
     words = [vocabulary[i] for i in np.asarray(tokens) if i != 0]
-    figure = plot_attention(
-        weights, ["<start>", *words], words, title=title, cmap="Reds"
-    )
+    shown = weights / np.max(weights, axis=-1, keepdims=True)
+    figure = plot_attention(shown, ["<start>", *words], words, cmap="Reds")
     ax = figure.axes[0]
-    ax.set_xlabel("word read (earlier steps)")
+    ax.set_title((f"{title}\n" if title else "") + "each row scaled to its largest "
+                 "weight", pad=12, fontsize=10)  # fmt: skip
+    ax.set_xlabel("word read (the initial state, then the earlier words)")
     ax.set_ylabel("word at step t")
     figure.savefig(path, dpi=110, bbox_inches="tight")
     runs.write_json(

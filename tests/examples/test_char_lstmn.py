@@ -59,6 +59,18 @@ def test_comparison_at_equal_iterations_and_equal_time():
         "lstm": (30, 60.0, 2.4),
     }
     assert char_lstmn.point_at(results["lstmn"]["curve"], 49.0) is None
+    # An LSTM run on (--lstm-iterations) to the LSTMN's time.
+    lstm = results["lstm"]["curve"]
+    lstm.update(iteration=[10, 20, 30, 40, 50, 60, 70],
+                seconds=[20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 140.0],
+                val_bpc=[3.1, 2.7, 2.4, 2.3, 2.2, 2.1, 2.0])  # fmt: skip
+    comparison = char_lstmn.compare(results)
+    assert comparison["iteration"] == 30 and comparison["seconds"] == 130.0
+    assert comparison["at_iteration"] == {"lstmn": 2.2, "lstm": 2.4}
+    assert comparison["at_seconds"] == {
+        "lstmn": (30, 130.0, 2.2),
+        "lstm": (60, 120.0, 2.1),
+    }
 
 
 def test_bpc_curve_sums_the_training_seconds():
@@ -94,7 +106,7 @@ def test_smoke_run(tmp_path, text_dir):
         "--data-dir", str(text_dir), "--no-check-hash", "--output-dir", str(out),
         "--units", "8", "--embedding-dim", "8", "--context", "12",
         "--batch-size", "8", "--iterations", "40", "--eval-interval", "20",
-        "--lr", "1e-2",
+        "--lr", "1e-2", "--lstm-iterations", "60",
     ]  # fmt: skip
     summary = char_lstmn.main(argv)
     results, comparison = summary["models"], summary["comparison"]
@@ -102,7 +114,7 @@ def test_smoke_run(tmp_path, text_dir):
     vocabulary = len(set((text_dir / "input.txt").read_text()))
     for name, result in results.items():
         curve = result["curve"]
-        assert curve["iteration"] == [20, 40]
+        assert curve["iteration"] == [20, 40, 60][: 3 if name == "lstm" else 2]
         assert curve["seconds"][0] < curve["seconds"][1]
         assert curve["val_bpc"][-1] < curve["val_bpc"][0] < math.log2(vocabulary), name
         assert result["parameters"] == char_lstmn.parameter_count(
