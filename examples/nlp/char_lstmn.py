@@ -34,9 +34,9 @@ model finished, each model's bpc at its last evaluation at or before that
 time. The LSTM is the faster, so by default that is the LSTM's time for
 3000 iterations. `--lstm-iterations` lets the LSTM run longer, e.g. as long
 as the LSTMN takes: with a constant learning rate and batch `i` a function
-of `(seed, i)`, its first 3000 iterations are those of the shorter run, so
-the same-iteration comparison holds, and the same-time one moves to the
-LSTMN's whole run.
+of `(seed, i)`, its first 3000 iterations see the batches and the learning
+rate of the shorter run, so the same-iteration comparison holds, and the
+same-time one moves to the end of the LSTMN's run.
 
 Outputs under `--output-dir`: `results.json` (with every logged point),
 `results.md`, `val_bpc.png` (validation bpc against iterations and
@@ -188,13 +188,12 @@ def train_model(kind, units, iterations, args, train_ids, val_ids, vocabulary_si
     wall_seconds = time.perf_counter() - start
     record, rows = runs.finish_run(model, config, weights_path, log_path)
     curve = bpc_curve(rows, steps)
+    interval = float(np.median([float(r["seconds"]) for r in rows]))
     record |= {
         "fit_wall_seconds": wall_seconds,  # this call, with the validations
         "epochs_this_call": len(progress.seconds),
         # The median interval: without the first one's XLA compilation.
-        "ms_per_iteration": 1000
-        * float(np.median([float(r["seconds"]) for r in rows]))
-        / steps,
+        "ms_per_iteration": 1000 * interval / steps,
         "curve": curve,
         "val_bpc": curve["val_bpc"][-1],
     }
