@@ -1,0 +1,374 @@
+"""
+Title: LSTMN against LSTM as character language models on tiny Shakespeare
+Description: `keras_attention.layers.LSTMN` (Cheng, Dong and Lapata, 2016:
+an LSTM that reads a tape of all its earlier states by attention) against
+`keras.layers.LSTM` with as many weights, predicting the next character of
+tiny Shakespeare (1,115,394 characters, 65 distinct), at equal training
+steps and at equal wall-clock time.
+
+Data as in `char_lm.py` (its functions do the work): the first 90% of the
+text trains, the last 10% validates; training windows of `--context`
+(128) characters at random offsets, the same batches for both models (one
+seed). Validation: the mean cross-entropy over every position of the
+consecutive, non-overlapping windows of `--context` covering the
+validation split (871 windows of 128), in bits per character (bpc: nats
+/ ln 2). Each window starts from the zero state.
+
+Models: embeddings (`--embedding-dim` 64), one recurrent layer returning
+every step, a dense layer to the 65 logits.
+- `lstmn`: `LSTMN(--units)` (128; attention width 128, the paper's score
+  with `W_h~ h~_{t-1}`): 152,449 weights.
+- `lstm`: `keras.layers.LSTM` with the width whose model has the nearest
+  weight count (`matched_lstm_units`: 156 units, 152,269 weights, 0.12%
+  fewer). Both counts are printed at the start and kept in `results.md`.
+
+Training: Adam at a constant `--lr` 2e-3 (char-rnn's; constant, so that a
+model's loss at any time is that of a run stopped there), gradients
+clipped at global norm `--grad-clip` 1, batches of 32 windows,
+`--iterations` 3000, both models under XLA. Every `--eval-interval` (100)
+iterations the validation bpc is logged with the iteration and the
+elapsed training time (without the validations; the first interval holds
+the XLA compilation). The report compares the two at the same iteration
+(the last both reached) and at the same elapsed time: when the first
+model finished, each model's bpc at its last evaluation at or before that
+time. The LSTM is the faster, so by default that is the LSTM's time for
+3000 iterations. `--lstm-iterations` lets the LSTM run longer, e.g. as long
+as the LSTMN takes: with a constant learning rate and batch `i` a function
+of `(seed, i)`, its first 3000 iterations see the batches and the learning
+rate of the shorter run, so the same-iteration comparison holds, and the
+same-time one moves to the end of the LSTMN's run.
+
+Outputs under `--output-dir`: `results.json` (with every logged point),
+`results.md`, `val_bpc.png` (validation bpc against iterations and
+against seconds), per model the weights, a CSV log and (while training) a
+`BackupAndRestore` backup: rerun the same command after a crash and
+training continues from the last finished evaluation interval; finished
+models are loaded, not trained again.
+
+Run (`--data-dir` holds `input.txt`; without it the canonical file is
+downloaded and checked against its SHA-256):
+    python examples/nlp/char_lstmn.py --data-dir ../shared/data/tinyshakespeare \\
+        --output-dir outputs/char_lstmn
+
+Measured: Not yet measured.
+"""
+
+import math
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The repository root, for the helpers shared by the examples.
+sys.path.insert(
+    0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+import keras_attention as ka  # noqa: E402
+from examples.common import runs  # noqa: E402
+from examples.common.cli import add_data_dir  # noqa: E402
+from examples.common.cli import example_parser  # noqa: E402
+from examples.common.cli import status  # noqa: E402
+
+try:  # run from the repository root (the tests) or as a script (a sibling)
+    from examples.nlp import char_lm  # noqa: E402
+except ModuleNotFoundError:
+    import char_lm  # noqa: E402
+
+MODELS = ("lstmn", "lstm")
+TRAINING_KEYS = (
+    "embedding_dim", "context", "batch_size", "eval_interval", "lr", "grad_clip",
+    "seed",
+)  # fmt: skip
+
+# ---------------------------------------------------------------------------
+# Models and their weights
+# ---------------------------------------------------------------------------
+
+
+def parameter_count(kind, units, embedding_dim, vocabulary_size):
+    """The trainable weights of `build_model(kind, units, ...)`: embeddings,
+    the recurrent layer, the output layer. An LSTM has `4 (D U + U^2 + U)`;
+    the LSTMN (attention width `U`) adds its score: `W_x (D, U)`,
+    `W_h (U, U)`, `W_h~ (U, U)`, `v (U,)`."""
+    if kind not in MODELS:
+        raise ValueError(f"`kind` must be one of {MODELS}. Received: kind={kind!r}")
+    d, u, v = embedding_dim, units, vocabulary_size
+    recurrent = 4 * (d * u + u * u + u)
+    if kind == "lstmn":
+        recurrent += d * u + 2 * u * u + u
+    return v * d + recurrent + u * v + v
+
+
+def matched_lstm_units(lstmn_units, embedding_dim, vocabulary_size):
+    """The LSTM width whose model has the weight count nearest the LSTMN
+    model's (the narrower on a tie)."""
+    target = parameter_count("lstmn", lstmn_units, embedding_dim, vocabulary_size)
+
+    def gap(units):
+        count = parameter_count("lstm", units, embedding_dim, vocabulary_size)
+        return abs(count - target)
+
+    return min(range(1, 4 * lstmn_units + 1), key=gap)
+
+
+def build_model(kind, units, embedding_dim, vocabulary_size):
+    """Embeddings, `LSTMN(units)` or `LSTM(units)` over every step, dense
+    logits: `(B, T)` ids -> `(B, T, V)`."""
+    if kind not in MODELS:
+        raise ValueError(f"`kind` must be one of {MODELS}. Received: kind={kind!r}")
+    tokens = keras.Input((None,), dtype="int32", name="tokens")
+    x = keras.layers.Embedding(vocabulary_size, embedding_dim, name="embedding")(tokens)
+    if kind == "lstmn":
+        rnn = ka.layers.LSTMN(units, return_sequences=True, name="lstmn")
+    else:
+        rnn = keras.layers.LSTM(units, return_sequences=True, name="lstm")
+    logits = keras.layers.Dense(vocabulary_size, name="logits")(rnn(x))
+    return keras.Model(tokens, logits, name=f"char_{kind}")
+
+
+# ---------------------------------------------------------------------------
+# Training one model
+# ---------------------------------------------------------------------------
+
+
+def bpc_curve(rows, steps):
+    """`{iteration, seconds, loss_bpc, val_bpc}` from the log rows: the
+    training seconds summed up to each evaluation, the losses in bits."""
+    curve = runs.learning_curve(rows, "iteration", steps, ["loss", "val_loss"])
+    seconds = np.cumsum([float(r["seconds"]) for r in rows])
+    return {
+        "iteration": curve["iteration"],
+        "seconds": [round(float(s), 2) for s in seconds],
+        "loss_bpc": [v / math.log(2) for v in curve["loss"]],
+        "val_bpc": [v / math.log(2) for v in curve["val_loss"]],
+    }
+
+
+def train_model(kind, units, iterations, args, train_ids, val_ids, vocabulary_size):
+    """Train (or resume, or reload) one model; returns its record."""
+    directory = os.path.join(args.output_dir, kind)
+    os.makedirs(directory, exist_ok=True)
+    config = {k: getattr(args, k) for k in TRAINING_KEYS}
+    config.update(kind=kind, units=units, iterations=iterations)
+    record_path = os.path.join(directory, "training.json")
+    weights_path = os.path.join(directory, "model.weights.h5")
+
+    keras.utils.set_random_seed(args.seed)
+    model = build_model(kind, units, args.embedding_dim, vocabulary_size)
+    model.compile(
+        optimizer=keras.optimizers.Adam(args.lr, global_clipnorm=args.grad_clip),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=True,
+    )
+    record = runs.load_finished_run(model, config, record_path, weights_path, kind)
+    if record is not None:
+        return record
+
+    steps = args.eval_interval
+    log_path = os.path.join(directory, "log.csv")
+    progress = char_lm.Progress(kind, steps, log_path)
+    start = time.perf_counter()
+    model.fit(
+        char_lm.training_batches(train_ids, args.context, args.batch_size, args.seed),
+        epochs=iterations // steps,
+        steps_per_epoch=steps,
+        validation_data=char_lm.strided_windows(val_ids, args.context),
+        validation_batch_size=max(1, 8192 // args.context),
+        callbacks=[
+            progress,
+            keras.callbacks.BackupAndRestore(os.path.join(directory, "backup")),
+        ],
+        shuffle=False,  # the batches are drawn at random
+        verbose=0,
+    )
+    wall_seconds = time.perf_counter() - start
+    record, rows = runs.finish_run(model, config, weights_path, log_path)
+    curve = bpc_curve(rows, steps)
+    interval = float(np.median([float(r["seconds"]) for r in rows]))
+    record |= {
+        "fit_wall_seconds": wall_seconds,  # this call, with the validations
+        "epochs_this_call": len(progress.seconds),
+        # The median interval: without the first one's XLA compilation.
+        "ms_per_iteration": 1000 * interval / steps,
+        "curve": curve,
+        "val_bpc": curve["val_bpc"][-1],
+    }
+    runs.write_json(record_path, record)
+    return record
+
+
+# ---------------------------------------------------------------------------
+# Comparing
+# ---------------------------------------------------------------------------
+
+
+def point_at(curve, seconds):
+    """`(iteration, seconds, val_bpc)` of the last evaluation at or before
+    `seconds` of training, or `None` before the first."""
+    done = [i for i, s in enumerate(curve["seconds"]) if s <= seconds + 1e-6]
+    if not done:
+        return None
+    i = done[-1]
+    return curve["iteration"][i], curve["seconds"][i], curve["val_bpc"][i]
+
+
+def compare(results):
+    """`{"iteration", "at_iteration", "seconds", "at_seconds"}`: each model's
+    validation bpc at the last iteration all of them reached and at the
+    training time the fastest one needed for all its iterations."""
+    curves = {name: r["curve"] for name, r in results.items()}
+    iteration = min(c["iteration"][-1] for c in curves.values())
+    seconds = min(c["seconds"][-1] for c in curves.values())
+    at_iteration = {
+        name: c["val_bpc"][c["iteration"].index(iteration)]
+        for name, c in curves.items()
+    }
+    at_seconds = {name: point_at(c, seconds) for name, c in curves.items()}
+    return dict(
+        iteration=iteration, at_iteration=at_iteration,
+        seconds=seconds, at_seconds=at_seconds,
+    )  # fmt: skip
+
+
+def table(results, comparison, args):
+    """The lines of `results.md`."""
+    lines = [
+        f"Validation bits per character (consecutive windows of {args.context} "
+        f"covering the last 10% of the text), after {comparison['iteration']} "
+        f"iterations of {args.batch_size} windows and after "
+        f"{comparison['seconds']:.0f} s of training (when the first model "
+        "finished: each model's last evaluation by then).",
+        "",
+        "| model | units | weights | val bpc, same iterations | val bpc, same "
+        "time (iteration) | iterations | training s | ms / iteration |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        point = comparison["at_seconds"][name]
+        same_time = "not evaluated yet" if point is None else (
+            f"{point[2]:.4f} ({point[0]})"
+        )  # fmt: skip
+        lines.append(
+            f"| `{name}` | {r['config']['units']} | {r['parameters']:,} | "
+            f"{comparison['at_iteration'][name]:.4f} | {same_time} | "
+            f"{r['config']['iterations']} | {r['train_seconds']:.0f} | "
+            f"{r['ms_per_iteration']:.0f} |"
+        )
+    return lines
+
+
+def plot(results, path):
+    """Validation bpc against iterations and against training seconds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, result in results.items():
+        curve = result["curve"]
+        label = f"{name} ({result['parameters']:,} weights)"
+        by_step.plot(curve["iteration"], curve["val_bpc"], "o-", ms=3, label=label)
+        by_time.plot(curve["seconds"], curve["val_bpc"], "o-", ms=3, label=label)
+    by_step.set(xlabel="iteration", ylabel="validation bits per character")
+    by_time.set(xlabel="training seconds", ylabel="validation bits per character")
+    for ax in (by_step, by_time):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------
+
+
+def parse_args(argv=None):
+    parser = example_parser(
+        "LSTMN against an LSTM of as many weights, as character language "
+        "models on tiny Shakespeare."
+    )
+    add_data_dir(parser, "input.txt")
+    add = parser.add_argument
+    add("--no-check-hash", action="store_true",
+        help="accept an input.txt that is not tiny Shakespeare")  # fmt: skip
+    add("--output-dir", default="outputs/char_lstmn", help="results, plots, weights")
+    add("--models", nargs="+", choices=MODELS, default=list(MODELS),
+        help="models to train")  # fmt: skip
+    add("--units", type=int, default=128,
+        help="LSTMN units (the LSTM's width matches its weight count)")  # fmt: skip
+    add("--embedding-dim", type=int, default=64, help="character embedding width")
+    add("--context", type=int, default=128, help="training window (characters)")
+    add("--batch-size", type=int, default=32, help="windows per iteration")
+    add("--iterations", type=int, default=3000, help="training iterations")
+    add("--lstm-iterations", type=int, default=0,
+        help="the LSTM's iterations, if not --iterations (see the header)")  # fmt: skip
+    add("--eval-interval", type=int, default=100,
+        help="iterations between validations and backups (divides --iterations)")  # fmt: skip
+    add("--lr", type=float, default=2e-3, help="Adam's (constant) learning rate")
+    add("--grad-clip", type=float, default=1.0, help="global gradient norm clip")
+    add("--seed", type=int, default=1337, help="random seed")
+    args = parser.parse_args(argv)
+    for name in ("units", "embedding_dim", "context", "batch_size", "iterations",
+                 "eval_interval"):  # fmt: skip
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
+    args.lstm_iterations = args.lstm_iterations or args.iterations
+    if (
+        args.iterations % args.eval_interval
+        or args.lstm_iterations % args.eval_interval
+    ):
+        parser.error("--eval-interval must divide --iterations and --lstm-iterations")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    os.makedirs(args.output_dir, exist_ok=True)
+    path = char_lm.locate_text(args.data_dir, not args.no_check_hash)
+    ids, chars = char_lm.load_text(path)
+    split = int(0.9 * len(ids))  # the first 90% train, the last 10% validate
+    train_ids, val_ids = ids[:split], ids[split:]
+    vocabulary = len(chars)
+    units = {
+        "lstmn": args.units,
+        "lstm": matched_lstm_units(args.units, args.embedding_dim, vocabulary),
+    }
+    counts = {
+        kind: parameter_count(kind, units[kind], args.embedding_dim, vocabulary)
+        for kind in MODELS
+    }
+    status(f"{len(ids):,} characters, {vocabulary} distinct: {len(train_ids):,} "
+           f"train, {len(val_ids):,} validation; weights: lstmn {counts['lstmn']:,} "
+           f"({units['lstmn']} units), lstm {counts['lstm']:,} ({units['lstm']} "
+           f"units), {counts['lstm'] / counts['lstmn'] - 1:+.2%}")  # fmt: skip
+    iterations = {"lstmn": args.iterations, "lstm": args.lstm_iterations}
+    results = {}
+    for kind in args.models:
+        keras.backend.clear_session()
+        record = train_model(kind, units[kind], iterations[kind], args, train_ids,
+                             val_ids, vocabulary)  # fmt: skip
+        results[kind] = record
+        status(f"[{kind}] validation {record['val_bpc']:.4f} bpc after "
+               f"{iterations[kind]} iterations, {record['train_seconds']:.0f} s "
+               "of training")  # fmt: skip
+    comparison = compare(results)
+    plot(results, os.path.join(args.output_dir, "val_bpc.png"))
+    runs.write_results(
+        args.output_dir,
+        {"models": results, "comparison": comparison, "matched_weights": counts},
+        args,
+        table(results, comparison, args),
+        source=runs.provenance(__file__, argv),
+    )
+    return {"models": results, "comparison": comparison}
+
+
+if __name__ == "__main__":
+    main()
