@@ -58,6 +58,7 @@ def test_bench_ratio_helpers():
     assert len(times["a"]) == len(times["b"]) == 2
 
 
+@pytest.mark.tf_only  # bench.py's gradient step is a tf.function
 def test_bench_lstmn_helpers():
     bench = runpy.run_path(str(SCRIPT))
     growth, times_four = bench["growth"], bench["times_four"]
