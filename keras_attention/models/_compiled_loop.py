@@ -4,10 +4,10 @@
 import keras
 
 
-def run_compiled(functions, args, loop, inputs, seed, use_jax=False):
+def run_compiled(functions, args, loop, inputs, seed):
     """`loop(inputs, seed, *args)`, compiled once per `args` and kept in
     `functions`: with XLA through `tf.function` on TensorFlow (and with
-    `jax.jit` on JAX when `use_jax`); eagerly elsewhere. The seed is an
+    `jax.jit` on JAX); eagerly elsewhere. The seed is an
     input, so a new seed does not retrace."""
     backend = keras.config.backend()
     if args not in functions and backend == "tensorflow":
@@ -19,7 +19,7 @@ def run_compiled(functions, args, loop, inputs, seed, use_jax=False):
             reduce_retracing=True,
             autograph=False,  # keras.ops code: nothing to convert
         )
-    elif args not in functions and backend == "jax" and use_jax:
+    elif args not in functions and backend == "jax":
         import jax
 
         functions[args] = jax.jit(lambda inputs, seed: loop(inputs, seed, *args))

@@ -237,9 +237,7 @@ class ImageTransformer(keras.Model):
         start = ops.full((num_images,), self.num_levels, dtype="int32")
         seed = seed_tensor(seed)
         args = (float(temperature), top_k)
-        return run_compiled(
-            self._sample_functions, args, self._sample, start, seed, use_jax=True
-        )
+        return run_compiled(self._sample_functions, args, self._sample, start, seed)
 
     def get_config(self):
         return {

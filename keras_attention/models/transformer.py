@@ -420,12 +420,7 @@ class Transformer(keras.Model):
         if not jit_compile:
             return self._search(encoder_tokens, seed, *args)
         return run_compiled(
-            self._generate_functions,
-            args,
-            self._search,
-            encoder_tokens,
-            seed,
-            use_jax=True,
+            self._generate_functions, args, self._search, encoder_tokens, seed
         )
 
     def get_config(self):

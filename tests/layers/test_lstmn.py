@@ -13,6 +13,7 @@ Keras' rules: masks (no leak, by values and by gradients), causality,
 import tempfile
 
 import keras
+import lstmn_reference as ref
 import numpy as np
 import pytest
 from keras import ops
@@ -24,25 +25,6 @@ from keras_attention.ops import lstmn_recurrence
 B, T, D, UNITS = 2, 5, 3, 4
 MASK = np.array([[1, 1, 0, 1, 0], [0, 0, 1, 1, 1]], bool)  # a hole, right, left
 GARBAGE = 1e3
-
-
-def jax_jit(fn):
-    import jax
-
-    return jax.jit(fn)
-
-
-def _np(x):
-    return np.asarray(ops.convert_to_numpy(x), dtype="float64")
-
-
-def _sigmoid(z):
-    return 1.0 / (1.0 + np.exp(-z))
-
-
-def _softmax(a):
-    e = np.exp(a - a.max())
-    return e / e.sum()
 
 
 def lstmn_reference(weights, x, mask=None, initial_state=None, go_backwards=False):
@@ -81,7 +63,7 @@ def lstmn_reference(weights, x, mask=None, initial_state=None, go_backwards=Fals
                         for _, h_i, _ in tape
                     ]
                 )
-                s = _softmax(a)
+                s = ref.softmax(a)
                 h_read = sum(
                     s_i * h_i for s_i, (_, h_i, _) in zip(s, tape, strict=True)
                 )
@@ -91,8 +73,8 @@ def lstmn_reference(weights, x, mask=None, initial_state=None, go_backwards=Fals
                 z = x[b, t] @ w["kernel"] + h_read @ w["recurrent_kernel"]
                 z = z + w.get("bias", 0.0)
                 gate_i, gate_f, cand, gate_o = np.split(z, 4)
-                c = _sigmoid(gate_f) * c_read + _sigmoid(gate_i) * np.tanh(cand)
-                h = _sigmoid(gate_o) * np.tanh(c)
+                c = ref.sigmoid(gate_f) * c_read + ref.sigmoid(gate_i) * np.tanh(cand)
+                h = ref.sigmoid(gate_o) * np.tanh(c)
                 for (step, _, _), s_i in zip(tape[1:], s[1:], strict=True):
                     scores[b, t, step] = s_i
                 tape.append((t, h, c))
@@ -103,22 +85,14 @@ def lstmn_reference(weights, x, mask=None, initial_state=None, go_backwards=Fals
 
 
 def _weights(layer):
-    return {w.name: _np(w) for w in layer.weights}
-
-
-def _randomize(layer, seed=0, scale=0.6):
-    """Every weight moved off its initial value (zero biases, ...)."""
-    rng = np.random.default_rng(seed)
-    layer.set_weights(
-        [(scale * rng.normal(size=w.shape)).astype("float32") for w in layer.weights]
-    )
+    return {w.name: ref.as_float64(w) for w in layer.weights}
 
 
 def _layer(x, **kwargs):
     kwargs = {"return_sequences": True, "return_state": True, **kwargs}
     layer = ka.layers.LSTMN(UNITS, **kwargs)
     layer(x)
-    _randomize(layer)
+    ref.randomize(layer)
     return layer
 
 
@@ -161,11 +135,11 @@ def test_matches_the_numpy_reference(variant, x, rng):
     names = ("outputs", "h", "c", "scores")
     got = (outputs, h, c, scores)
     for name, value, want in zip(names, got, expected, strict=True):
-        np.testing.assert_allclose(_np(value), want, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(ref.as_float64(value), want, atol=1e-5, err_msg=name)
     # The last output alone, without states or weights.
     layer.return_sequences, layer.return_state = False, False
     np.testing.assert_allclose(
-        _np(layer(x, **call_kwargs)), expected[0][:, -1], atol=1e-5
+        ref.as_float64(layer(x, **call_kwargs)), expected[0][:, -1], atol=1e-5
     )
 
 
@@ -180,9 +154,9 @@ def test_return_cells_is_the_memory_tape(x):
         prefix = lstmn_reference(
             _weights(layer), reversed_x[:, : t + 1], reversed_mask[:, : t + 1]
         )
-        np.testing.assert_allclose(_np(cells)[:, t], prefix[2], atol=1e-5)
+        np.testing.assert_allclose(ref.as_float64(cells)[:, t], prefix[2], atol=1e-5)
     layer.zero_output_for_mask = True
-    zeroed = _np(layer(x, mask=MASK, return_cells=True)[-1])
+    zeroed = ref.as_float64(layer(x, mask=MASK, return_cells=True)[-1])
     np.testing.assert_array_equal(zeroed[~reversed_mask], 0.0)
     symbolic = layer(keras.Input((None, D)), return_cells=True)
     assert [tuple(o.shape) for o in symbolic] == [(None, None, UNITS)] + [
@@ -195,7 +169,7 @@ def test_weights_sum_to_one_with_the_initial_state(x):
     state form a distribution; step 1 reads the initial state alone."""
     layer = _layer(x)
     _, _, _, scores = layer(x, mask=MASK, return_attention_scores=True)
-    scores = _np(scores)
+    scores = ref.as_float64(scores)
     assert np.all(np.triu(scores) == 0)  # earlier steps only
     assert np.all(np.where(MASK[:, None, :], 0.0, scores) == 0)  # real ones only
     initial = 1.0 - scores.sum(-1)
@@ -211,10 +185,16 @@ def test_the_first_step_is_keras_lstms_first_step(x):
     layer = _layer(x)
     lstm = keras.layers.LSTM(UNITS, return_sequences=True)
     lstm(x)
-    lstm.set_weights([_np(layer.kernel), _np(layer.recurrent_kernel), _np(layer.bias)])
+    lstm.set_weights(
+        [
+            ref.as_float64(layer.kernel),
+            ref.as_float64(layer.recurrent_kernel),
+            ref.as_float64(layer.bias),
+        ]
+    )
     initial = [np.full((B, UNITS), 0.3, "float32"), np.full((B, UNITS), -0.2, "f4")]
-    expected = _np(lstm(x[:, :1], initial_state=initial))
-    got = _np(layer(x[:, :1], initial_state=initial)[0])
+    expected = ref.as_float64(lstm(x[:, :1], initial_state=initial))
+    got = ref.as_float64(layer(x[:, :1], initial_state=initial)[0])
     np.testing.assert_allclose(got, expected, atol=1e-6)
 
 
@@ -245,14 +225,14 @@ def test_gradients_match_finite_differences(x):
             for y, p in zip(out, projections, strict=True)
         )
 
-    weights = [_np(w).astype("float32") for w in layer.trainable_weights]
-    grads = [_np(g) for g in testing.input_gradients(loss, [x, *weights])]
+    weights = [ref.as_float64(w).astype("float32") for w in layer.trainable_weights]
+    grads = [ref.as_float64(g) for g in testing.input_gradients(loss, [x, *weights])]
 
     def reference_loss(x, values):
         outputs = lstmn_reference(dict(zip(names, values, strict=True)), x, mask=mask)
         return sum(np.sum(y * p) for y, p in zip(outputs, projections, strict=True))
 
-    arrays = [x.astype("float64")] + [_np(w) for w in weights]
+    arrays = [x.astype("float64")] + [ref.as_float64(w) for w in weights]
     for i, (array, grad) in enumerate(zip(arrays, grads, strict=True)):
         numeric = np.zeros_like(array)
         for index in np.ndindex(array.shape):
@@ -305,11 +285,13 @@ def test_the_memory_efficient_backward_equals_autodiff_of_the_loop(rng):
         return fn
 
     # One program each on JAX (eager JAX compiles the loop piece by piece).
-    compiled = jax_jit if keras.backend.backend() == "jax" else (lambda f: f)
+    compiled = ref.on_jax_compiled
     want = testing.input_gradients(compiled(loss(False)), arrays)
     got = testing.input_gradients(compiled(loss(True)), arrays)
     for a, b in zip(got, want, strict=True):
-        np.testing.assert_allclose(_np(a), _np(b), atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(
+            ref.as_float64(a), ref.as_float64(b), atol=1e-5, rtol=1e-5
+        )
 
 
 def _gradient_temp_bytes(steps, memory_efficient):
@@ -408,25 +390,27 @@ def test_padding_never_leaks(x, rng):
     expected = layer(x, mask=MASK, return_attention_scores=True)
     actual = layer(garbled.astype("float32"), mask=MASK, return_attention_scores=True)
     for a, b in zip(actual, expected, strict=True):
-        np.testing.assert_allclose(_np(a), _np(b), atol=1e-6)
+        np.testing.assert_allclose(ref.as_float64(a), ref.as_float64(b), atol=1e-6)
     for row in range(B):  # the real steps of one row, alone
         real = x[row : row + 1, MASK[row]]
-        alone = _np(layer(real)[0])[0]
-        np.testing.assert_allclose(_np(expected[0])[row, MASK[row]], alone, atol=1e-6)
+        alone = ref.as_float64(layer(real)[0])[0]
+        np.testing.assert_allclose(
+            ref.as_float64(expected[0])[row, MASK[row]], alone, atol=1e-6
+        )
     grad = testing.input_gradients(
         lambda x: ops.sum(ops.sin(layer(x, mask=MASK)[0])), [x]
     )[0]
-    assert np.all(_np(grad)[~MASK] == 0)
-    assert np.all(np.abs(_np(grad)[MASK]).sum(-1) > 0)
+    assert np.all(ref.as_float64(grad)[~MASK] == 0)
+    assert np.all(np.abs(ref.as_float64(grad)[MASK]).sum(-1) > 0)
 
 
 def test_masked_steps_carry_the_state_or_output_zeros(x):
     layer = _layer(x)
-    outputs = _np(layer(x, mask=MASK)[0])
+    outputs = ref.as_float64(layer(x, mask=MASK)[0])
     np.testing.assert_array_equal(outputs[0, 2], outputs[0, 1])  # carried over
     np.testing.assert_array_equal(outputs[1, :2], 0.0)  # before any real step
     layer.zero_output_for_mask = True
-    zeroed = _np(layer(x, mask=MASK)[0])
+    zeroed = ref.as_float64(layer(x, mask=MASK)[0])
     np.testing.assert_array_equal(zeroed[~MASK], 0.0)
     np.testing.assert_array_equal(zeroed[MASK], outputs[MASK])
 
@@ -437,7 +421,9 @@ def test_causal(x, rng):
     testing.check_causality(layer, x)
     changed = x.copy()
     changed[:, 3:] = rng.normal(size=changed[:, 3:].shape)
-    np.testing.assert_array_equal(_np(layer(changed))[:, :3], _np(layer(x))[:, :3])
+    np.testing.assert_array_equal(
+        ref.as_float64(layer(changed))[:, :3], ref.as_float64(layer(x))[:, :3]
+    )
 
 
 # -- Keras' RNN conventions ---------------------------------------------------------
@@ -450,8 +436,8 @@ def test_bidirectional_concatenates_both_directions(x):
         ka.layers.LSTMN(UNITS, return_sequences=True)
     )
     bidirectional(x)
-    _randomize(bidirectional)
-    got = _np(bidirectional(x, mask=MASK))
+    ref.randomize(bidirectional)
+    got = ref.as_float64(bidirectional(x, mask=MASK))
     forward = lstmn_reference(_weights(bidirectional.forward_layer), x, MASK)[0]
     backward = lstmn_reference(
         _weights(bidirectional.backward_layer), x, MASK, go_backwards=True
@@ -472,12 +458,12 @@ def test_a_stack_passes_the_mask_on(x):
     inputs = keras.Input((None,), dtype="int32")
     model = keras.Model(inputs, second(first(embedding(inputs))))
     model(tokens)
-    _randomize(first, seed=1)
-    _randomize(second, seed=2)
-    embedded = _np(embedding(tokens))
+    ref.randomize(first, seed=1)
+    ref.randomize(second, seed=2)
+    embedded = ref.as_float64(embedding(tokens))
     hidden = lstmn_reference(_weights(first), embedded, tokens > 0)[0]
     expected = lstmn_reference(_weights(second), hidden, tokens > 0)[1]
-    np.testing.assert_allclose(_np(model(tokens)), expected, atol=1e-5)
+    np.testing.assert_allclose(ref.as_float64(model(tokens)), expected, atol=1e-5)
 
 
 def test_symbolic_shapes_and_dtypes():
@@ -497,7 +483,7 @@ def test_symbolic_shapes_and_dtypes():
 
 def test_mixed_precision_runs_the_recurrence_in_float32(x):
     layer = _layer(x)
-    expected = _np(layer(x)[0])
+    expected = ref.as_float64(layer(x)[0])
     keras.config.set_dtype_policy("mixed_float16")
     mixed = ka.layers.LSTMN(UNITS, return_sequences=True, return_state=True)
     mixed(x)
@@ -505,7 +491,7 @@ def test_mixed_precision_runs_the_recurrence_in_float32(x):
     outputs, _, _, scores = mixed(x, return_attention_scores=True)
     assert outputs.dtype == "float16" and scores.dtype == "float32"
     assert all(w.dtype == "float32" for w in mixed.weights)
-    np.testing.assert_allclose(_np(outputs), expected, atol=2e-3)
+    np.testing.assert_allclose(ref.as_float64(outputs), expected, atol=2e-3)
 
 
 def test_dropout_only_while_training(x):
@@ -513,9 +499,11 @@ def test_dropout_only_while_training(x):
     plain = ka.layers.LSTMN(UNITS, return_sequences=True, return_state=True)
     plain(x)
     plain.set_weights(layer.get_weights())
-    np.testing.assert_array_equal(_np(layer(x)[0]), _np(plain(x)[0]))
-    trained = _np(layer(x, training=True)[0])
-    assert not np.allclose(trained, _np(plain(x)[0]), atol=1e-3)
+    np.testing.assert_array_equal(
+        ref.as_float64(layer(x)[0]), ref.as_float64(plain(x)[0])
+    )
+    trained = ref.as_float64(layer(x, training=True)[0])
+    assert not np.allclose(trained, ref.as_float64(plain(x)[0]), atol=1e-3)
 
 
 # -- compiled training, unknown lengths, saving ---------------------------------------
@@ -541,7 +529,9 @@ def test_bidirectional_compiled_fit_and_predict():
     testing.check_jit_fit(model, TOKENS, np.ones((B, 1), "float32"), epochs=1)
     longer = np.concatenate([TOKENS, TOKENS[:, ::-1]], axis=1)  # (B, 2 T)
     np.testing.assert_allclose(
-        _np(model.predict(longer, verbose=0)), _np(model(longer)), atol=1e-5
+        ref.as_float64(model.predict(longer, verbose=0)),
+        ref.as_float64(model(longer)),
+        atol=1e-5,
     )
 
 
@@ -564,5 +554,7 @@ def test_saved_model_serves_any_length(x):
         for steps in (2, T + 3):
             longer = np.concatenate([x, x], axis=1)[:, :steps]
             np.testing.assert_allclose(
-                _np(reloaded.serve(longer)), _np(model(longer)), atol=1e-5
+                ref.as_float64(reloaded.serve(longer)),
+                ref.as_float64(model(longer)),
+                atol=1e-5,
             )

@@ -13,6 +13,7 @@ a seq2seq model that trains compiled and saves.
 """
 
 import keras
+import lstmn_reference as ref
 import numpy as np
 import pytest
 from keras import ops
@@ -30,22 +31,9 @@ GARBAGE = 1e3
 KINDS = ("shallow", "deep")
 
 
-def _np(x):
-    return np.asarray(ops.convert_to_numpy(x), dtype="float64")
-
-
-def _sigmoid(z):
-    return 1.0 / (1.0 + np.exp(-z))
-
-
-def _softmax(a):
-    e = np.exp(a - a.max())
-    return e / e.sum()
-
-
 def _attend(scores, values):
     """softmax over the scores, the weighted sum of `values` (rows)."""
-    p = _softmax(np.asarray(scores))
+    p = ref.softmax(np.asarray(scores))
     return p, p @ values
 
 
@@ -75,13 +63,13 @@ def decoder_reference(w, x, mask, initial_state, source=None):
                     @ np.tanh(h_i @ w["attention_memory_kernel"] + query)
                     for h_i, _ in tape
                 ]
-                s = _softmax(np.array(a))
+                s = ref.softmax(np.array(a))
                 h_read = sum(s_i * h_i for s_i, (h_i, _) in zip(s, tape, strict=True))
                 c_read = sum(s_i * c_i for s_i, (_, c_i) in zip(s, tape, strict=True))
                 # (7)-(8): the gates (Keras' order i, f, c, o)
                 z = x_t @ w["kernel"] + h_read @ w["recurrent_kernel"] + w["bias"]
                 gate_i, gate_f, cand, gate_o = np.split(z, 4)
-                c = _sigmoid(gate_f) * c_read + _sigmoid(gate_i) * np.tanh(cand)
+                c = ref.sigmoid(gate_f) * c_read + ref.sigmoid(gate_i) * np.tanh(cand)
                 if source is not None:
                     gamma, alpha, real = (np.asarray(a[b], "float64") for a in source)
                     real = real.astype(bool)
@@ -97,13 +85,13 @@ def decoder_reference(w, x, mask, initial_state, source=None):
                     alpha_read = p @ alpha[real]
                     alignments[b, t, real] = p
                     # (13)-(14): the gate r_t and the fused cell
-                    r = _sigmoid(
+                    r = ref.sigmoid(
                         x_t @ w["source_gate_input_kernel"]
                         + gamma_read @ w["source_gate_kernel"]
                         + w["source_gate_bias"]
                     )
                     c = r * alpha_read + c
-                h = _sigmoid(gate_o) * np.tanh(c)  # (9) / (15)
+                h = ref.sigmoid(gate_o) * np.tanh(c)  # (9) / (15)
                 tape.append((h, c))
                 h_read_prev = h_read
             outputs[b, t] = h
@@ -137,13 +125,6 @@ def _inputs(seed=0):
     return arrays[0], arrays[1], arrays[2], arrays[3:]
 
 
-def _randomize(layer, seed=0, scale=0.6):
-    rng = np.random.default_rng(seed)
-    layer.set_weights(
-        [(scale * rng.normal(size=w.shape)).astype("float32") for w in layer.weights]
-    )
-
-
 def _make(kind):
     """A new, unbuilt decoder and its memory arguments (`_inputs()`'s)."""
     _, memory, cells, _ = _inputs()
@@ -160,20 +141,20 @@ def _decoder(kind):
     off its initial value."""
     layer, memories = _make(kind)
     layer(_inputs()[0], *memories)
-    _randomize(layer)
+    ref.randomize(layer)
     return layer, memories
 
 
 def _weights(layer):
     """The LSTMN's and the deep fusion's weights by their (distinct) names."""
     deep = isinstance(layer, ka.layers.LSTMNDeepFusionDecoder)
-    return {w.name: _np(w) for w in (layer if deep else layer.lstmn).weights}
+    return {w.name: ref.as_float64(w) for w in (layer if deep else layer.lstmn).weights}
 
 
 def _reference(layer, x, memories, mask, initial_state, memory_mask):
     w = _weights(layer)
     if isinstance(layer, ka.layers.LSTMNShallowFusionDecoder):
-        kernel = _np(layer.attention.score.kernel)
+        kernel = ref.as_float64(layer.attention.score.kernel)
         return shallow_reference(
             w, kernel, x, mask, initial_state, memories[0], memory_mask
         )
@@ -201,15 +182,16 @@ def test_matches_the_numpy_reference(kind):
     want_outputs, want_alignments = _reference(
         layer, x, memories, DECODER_MASK, initial, MEMORY_MASK
     )
-    np.testing.assert_allclose(_np(outputs), want_outputs, atol=1e-5)
+    np.testing.assert_allclose(ref.as_float64(outputs), want_outputs, atol=1e-5)
     real = DECODER_MASK[:, :, None]  # shallow: padded steps attend from the carried h
     if kind == "deep":
         real = np.ones_like(real)
     np.testing.assert_allclose(
-        _np(alignments) * real, want_alignments * real, atol=1e-5
+        ref.as_float64(alignments) * real, want_alignments * real, atol=1e-5
     )
     assert np.all(
-        _np(alignments)[np.broadcast_to(~MEMORY_MASK[:, None], (B, T, S))] == 0
+        ref.as_float64(alignments)[np.broadcast_to(~MEMORY_MASK[:, None], (B, T, S))]
+        == 0
     )
 
 
@@ -240,8 +222,8 @@ def test_deep_fusion_gradients_match_the_reference(rng):
             alignments * projections[1].astype("float32")
         )
 
-    arrays = [x, *memories] + [_np(v).astype("float32") for v in variables]
-    grads = [_np(g) for g in testing.input_gradients(loss, arrays)]
+    arrays = [x, *memories] + [ref.as_float64(v).astype("float32") for v in variables]
+    grads = [ref.as_float64(g) for g in testing.input_gradients(loss, arrays)]
 
     def reference_loss(arrays):
         w = dict(zip(names, arrays[3:], strict=True))
@@ -310,7 +292,9 @@ def test_the_fusion_backward_equals_autodiff_of_the_loop(rng):
     want = testing.input_gradients(loss(False), arrays)
     got = testing.input_gradients(loss(True), arrays)
     for a, b in zip(got, want, strict=True):
-        np.testing.assert_allclose(_np(a), _np(b), atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(
+            ref.as_float64(a), ref.as_float64(b), atol=1e-5, rtol=1e-5
+        )
 
 
 @pytest.mark.tf_only
@@ -391,7 +375,8 @@ def test_causal_and_padding_never_read(kind, rng):
     future = x.copy()
     future[:, 2:] = GARBAGE * rng.normal(size=future[:, 2:].shape)
     np.testing.assert_array_equal(
-        _np(layer(future, *memories))[:, :2], _np(layer(x, *memories))[:, :2]
+        ref.as_float64(layer(future, *memories))[:, :2],
+        ref.as_float64(layer(x, *memories))[:, :2],
     )
     kwargs = {"inputs_mask": DECODER_MASK, "memory_mask": MEMORY_MASK}
     expected = layer(x, *memories, return_alignments=True, **kwargs)
@@ -408,7 +393,7 @@ def test_causal_and_padding_never_read(kind, rng):
     )
     for a, b in zip(actual, expected, strict=True):
         np.testing.assert_allclose(
-            _np(a)[DECODER_MASK], _np(b)[DECODER_MASK], atol=1e-6
+            ref.as_float64(a)[DECODER_MASK], ref.as_float64(b)[DECODER_MASK], atol=1e-6
         )
 
 
@@ -436,8 +421,12 @@ def test_step_by_step_decoding_equals_teacher_forcing(kind):
     state = layer.get_initial_state(B, T, initial)
     for t in range(T):
         output, state, alignment = layer.step(x[:, t], state, cache)
-        np.testing.assert_allclose(_np(output), _np(outputs[:, t]), atol=1e-5)
-        np.testing.assert_allclose(_np(alignment), _np(alignments[:, t]), atol=1e-5)
+        np.testing.assert_allclose(
+            ref.as_float64(output), ref.as_float64(outputs[:, t]), atol=1e-5
+        )
+        np.testing.assert_allclose(
+            ref.as_float64(alignment), ref.as_float64(alignments[:, t]), atol=1e-5
+        )
     with pytest.raises(ValueError, match="max_length"):
         layer.step(x[:, 0], state, cache)
 
@@ -452,17 +441,7 @@ def test_a_compiled_step_past_max_length_outputs_nan(jit):
         _, state_1, _ = layer.step(x, state, cache)
         return layer.step(x, state_1, cache)[0]
 
-    assert np.all(np.isnan(_np(jit(two_steps)(x))))
-
-
-def _on_jax_compiled(fn):
-    """`fn` under `jax.jit` on JAX, which otherwise runs a search's first
-    step and buffers op by op, compiling each op (seconds); as is elsewhere."""
-    if keras.backend.backend() != "jax":
-        return fn
-    import jax
-
-    return jax.jit(fn)
+    assert np.all(np.isnan(ref.as_float64(jit(two_steps)(x))))
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -477,7 +456,7 @@ def test_greedy_and_beam_search(kind, rng):
     readout = rng.normal(size=(width, vocab)).astype("float32")
     start = np.array([1, 2], "int32")
 
-    @_on_jax_compiled
+    @ref.on_jax_compiled
     def searches(memories):
         cache = layer.prepare_memory(*memories, memory_mask=MEMORY_MASK)
         step_fn = _step_function(layer, cache, embedding, readout)
@@ -496,16 +475,18 @@ def test_greedy_and_beam_search(kind, rng):
     state, previous = layer.get_initial_state(B, length), start
     for t in range(length):
         logits, state, alignment = step_fn(previous, state, t)
-        previous = np.argmax(_np(logits), -1)
-        np.testing.assert_array_equal(_np(tokens)[:, t], previous)
-        np.testing.assert_allclose(_np(aux)[:, t], _np(alignment), atol=1e-6)
+        previous = np.argmax(ref.as_float64(logits), -1)
+        np.testing.assert_array_equal(ref.as_float64(tokens)[:, t], previous)
+        np.testing.assert_allclose(
+            ref.as_float64(aux)[:, t], ref.as_float64(alignment), atol=1e-6
+        )
 
-    tokens = _np(beam_tokens).astype("int32")
+    tokens = ref.as_float64(beam_tokens).astype("int32")
     inputs = embedding[np.concatenate([start[:, None], tokens[:, :-1]], 1)]
-    logits = _np(layer(inputs, *memories, memory_mask=MEMORY_MASK)) @ readout
+    logits = ref.as_float64(layer(inputs, *memories, memory_mask=MEMORY_MASK)) @ readout
     log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     expected = np.take_along_axis(log_probs, tokens[..., None], -1).sum((1, 2))
-    np.testing.assert_allclose(_np(scores), expected, atol=1e-4)
+    np.testing.assert_allclose(ref.as_float64(scores), expected, atol=1e-4)
 
 
 # -- Keras: training, saving, precision -------------------------------------------------
@@ -555,7 +536,7 @@ def test_config_round_trip(kind):
 def test_mixed_precision_runs_the_recurrence_in_float32(kind):
     layer, memories = _decoder(kind)
     x = _inputs()[0]
-    expected = _np(layer(x, *memories))
+    expected = ref.as_float64(layer(x, *memories))
     keras.config.set_dtype_policy("mixed_float16")
     mixed, _ = _make(kind)
     mixed(x, *memories)
@@ -563,4 +544,4 @@ def test_mixed_precision_runs_the_recurrence_in_float32(kind):
     outputs, alignments = mixed(x, *memories, return_alignments=True)
     assert outputs.dtype == "float16" and alignments.dtype == "float32"
     assert all(w.dtype == "float32" for w in mixed.lstmn.weights)
-    np.testing.assert_allclose(_np(outputs), expected, atol=3e-3)
+    np.testing.assert_allclose(ref.as_float64(outputs), expected, atol=3e-3)
