@@ -30,6 +30,9 @@ from keras_attention.layers.recurrent.lstmn_shallow_fusion_decoder import (
 from keras_attention.layers.recurrent.luong_attention import LuongAttention
 from keras_attention.layers.recurrent.pointer_attention import PointerAttention
 from keras_attention.layers.recurrent.scored_attention import ScoredAttention
+from keras_attention.layers.transformer.memory_compressed_attention import (
+    MemoryCompressedAttention,
+)
 from keras_attention.layers.transformer.multi_head_attention import MultiHeadAttention
 from keras_attention.layers.transformer.multi_head_self_attention import (
     MultiHeadSelfAttention,
@@ -65,6 +68,7 @@ __all__ = [
     "LSTMNDeepFusionDecoder",
     "LSTMNShallowFusionDecoder",
     "LuongAttention",
+    "MemoryCompressedAttention",
     "MultiHeadAttention",
     "MultiHeadSelfAttention",
     "NeuralTuringMachineCell",

@@ -66,6 +66,12 @@ from keras_attention.ops.lstmn import lstmn_step
 from keras_attention.ops.lstmn import source_read
 from keras_attention.ops.lstmn_recurrence import lstmn_fusion_recurrence
 from keras_attention.ops.lstmn_recurrence import lstmn_recurrence
+from keras_attention.ops.memory_compression import first_key_position
+from keras_attention.ops.memory_compression import gather_positions
+from keras_attention.ops.memory_compression import memory_compression_mask
+from keras_attention.ops.memory_compression import num_memory_slots
+from keras_attention.ops.memory_compression import pad_to_slots
+from keras_attention.ops.memory_compression import slot_last_positions
 from keras_attention.ops.modifier_calls import alibi_slopes
 from keras_attention.ops.modifier_calls import position_indices
 from keras_attention.ops.modifier_calls import relative_position_bucket
@@ -127,7 +133,13 @@ __all__ = [
     "hardmax",
     "masked_log_softmax",
     "masked_softmax",
+    "memory_compression_mask",
     "merge_masks",
+    "first_key_position",
+    "gather_positions",
+    "num_memory_slots",
+    "pad_to_slots",
+    "slot_last_positions",
     "multi_head_attention",
     "padding_mask",
     "plan_attention",

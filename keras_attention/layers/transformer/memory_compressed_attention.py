@@ -1,0 +1,366 @@
+import keras
+from keras import ops
+
+from keras_attention import ops as ka_ops
+from keras_attention.initializers import fresh_initializer
+from keras_attention.keras_compat import build_proj_equation
+from keras_attention.keras_compat import first_mask
+from keras_attention.keras_compat import get_output_shape
+from keras_attention.keras_compat import trace_output_spec
+from keras_attention.validation import check_last_dim
+from keras_attention.validation import check_positive_int
+from keras_attention.validation import check_rank
+from keras_attention.validation import check_rate
+from keras_attention.validation import check_same
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class MemoryCompressedAttention(keras.layers.Layer):
+    """Multi-head attention over a memory compressed by strided convolutions.
+
+    Memory-compressed attention (Liu et al., 2018, figure 1): the keys and
+    values are projected per head as in multi-head attention, then each is
+    shortened `f = compression_factor` times by a learned 1-D convolution
+    with kernel size and stride `f` over the projected width `N H` (one
+    convolution for `K`, one for `V`):
+
+    `K_c = Conv_K(K W^K)`, `V_c = Conv_V(V W^V)`, slot `j` summarising keys
+    `[j f, (j + 1) f)`, and
+    `head_n = softmax(Q W_n^Q [k_0; K_c]_n^T / sqrt(H)) [v_0; V_c]_n`,
+    `output = Concat(head_1, ..., head_N) W^O`.
+
+    The attention costs `T (1 + ceil(S / f))` scores instead of `T S`. The
+    convolution acts after the projections, as in the paper's figure
+    (tensor2tensor's `multihead_self_attention_reduced` convolves the
+    input before projecting it, shared by the heads): it reduces exactly
+    the keys and values each head reads, on their own width. A sequence
+    whose length is not a multiple of `f` keeps a last, partial slot (as
+    if zeros followed the last key).
+
+    The memory starts with the uncompressed projected key and value of the
+    first real position, `k_0, v_0`, which every query may read, followed
+    by the `ceil(S / f)` slots: without it a causal query could read
+    nothing before its first slot completes (tensor2tensor prepends the
+    first position "to make it attendable by everyone"; here the first
+    *unpadded* one, so left padding does not hide it).
+
+    Masks are boolean, True = may attend, over the *uncompressed* positions
+    (`keras_attention.ops.memory_compression_mask` turns them into a mask
+    over the memory):
+
+    - `value_mask` / `key_mask` `(B, S)` mark padded keys: they are zeroed
+      before the convolution, so they add nothing to their slot; a slot of
+      padding only is hidden, a partly padded slot stays visible (its
+      other keys are real);
+    - `use_causal_mask`: query `i` reads a slot only once every real key it
+      summarises is at a position `<= i` (a plain triangular mask over the
+      slots would leak up to `f - 1` future keys), and `k_0` once its
+      position is `<= i`; in self-attention a real query therefore always
+      reads `k_0`;
+    - `attention_mask` `(T, S)` or `(B, T, S)` over the uncompressed keys:
+      query `i` reads a slot only if it may see EVERY real key the slot
+      summarises (reading a slot reads all its keys) and `k_0` if it may
+      see the first real key; a per-head mask `(B, N, T, S)` is refused;
+    - `query_mask` `(B, T)`: a padded query reads nothing; a query that
+      reads nothing gets zero heads (its output is the output projection's
+      bias).
+
+    Keras masks (from `Embedding(mask_zero=True)`) fill `query_mask`,
+    `value_mask` and `key_mask` automatically, and the output keeps the
+    query's mask. The softmax runs in float32 whatever the dtype policy
+    (`keras_attention.ops.multi_head_attention`).
+
+    Args:
+        num_heads: number of heads `N`.
+        key_dim: size `H` of each head for queries and keys.
+        value_dim: size of each head for values; `key_dim` when `None`.
+        compression_factor: `f`, the kernel size and stride of the
+            compressing convolutions (3 in the paper). Defaults to `3`.
+        dropout: dropout rate on the attention weights while training.
+        use_bias: whether the projections and convolutions have biases.
+        output_shape: the output's feature shape (an int or a tuple); the
+            query's width when `None`.
+        kernel_initializer: initializer of the projection and convolution
+            kernels; every kernel draws its own values, also when seeded.
+        bias_initializer: initializer of the biases.
+        kernel_regularizer, bias_regularizer, activity_regularizer,
+            kernel_constraint, bias_constraint: as in
+            `keras.layers.MultiHeadAttention`, for every sublayer.
+        seed: seed of the dropout.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        query: `(B, T, Dq)`.
+        value: `(B, S, Dv)`.
+        key: `(B, S, Dk)`; `value` when `None`.
+        query_mask: `(B, T)`.
+        value_mask, key_mask: `(B, S)`.
+        attention_mask: `(T, S)` or `(B, T, S)`.
+        use_causal_mask: bool.
+        return_attention_scores: also return the weights over the memory,
+            float32 `(B, N, T, 1 + ceil(S / f))` (`k_0` first).
+        training: bool, whether dropout is active.
+
+    Returns:
+        `output` `(B, T, *output_shape)`, or `(output, weights)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_attention as ka
+    >>> x = np.random.rand(2, 10, 16).astype("float32")
+    >>> layer = ka.layers.MemoryCompressedAttention(
+    ...     num_heads=4, key_dim=4, compression_factor=3)
+    >>> output, weights = layer(
+    ...     x, x, use_causal_mask=True, return_attention_scores=True)
+    >>> tuple(output.shape), tuple(weights.shape)
+    ((2, 10, 16), (2, 4, 10, 5))
+    >>> bool(np.all(np.asarray(weights)[:, :, :2, 1:] == 0))  # no slot done yet
+    True
+
+    References:
+        - Liu et al., 2018, Generating Wikipedia by Summarizing Long
+          Sequences: https://arxiv.org/abs/1801.10198
+        - Vaswani et al., 2017: https://arxiv.org/abs/1706.03762
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        compression_factor=3,
+        dropout=0.0,
+        use_bias=True,
+        output_shape=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("key_dim", key_dim)
+        check_positive_int("value_dim", value_dim, allow_none=True)
+        check_positive_int("compression_factor", compression_factor)
+        check_rate("dropout", dropout)
+        self.supports_masking = True
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim
+        self.compression_factor = compression_factor
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self._output_shape = _feature_shape(output_shape)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self._sublayer_activity_regularizer = keras.regularizers.get(
+            activity_regularizer
+        )
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.bias_constraint = keras.constraints.get(bias_constraint)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed) if dropout > 0 else None
+
+    # -- build -------------------------------------------------------------
+
+    @property
+    def _value_size(self):
+        return self.key_dim if self.value_dim is None else self.value_dim
+
+    def _sublayer_kwargs(self, index):
+        return dict(
+            kernel_initializer=fresh_initializer(self.kernel_initializer, index),
+            bias_initializer=fresh_initializer(self.bias_initializer, index),
+            kernel_regularizer=self.kernel_regularizer,
+            bias_regularizer=self.bias_regularizer,
+            activity_regularizer=self._sublayer_activity_regularizer,
+            kernel_constraint=self.kernel_constraint,
+            bias_constraint=self.bias_constraint,
+            dtype=self.dtype_policy,
+        )
+
+    def _projection(self, name, index, bound, output_shape):
+        equation, bias_axes, rank = build_proj_equation(2, bound, len(output_shape))
+        return keras.layers.EinsumDense(
+            equation,
+            output_shape=get_output_shape(rank - 1, output_shape),
+            bias_axes=bias_axes if self.use_bias else None,
+            name=name,
+            **self._sublayer_kwargs(index),
+        )
+
+    def _compression(self, name, index, width):
+        return keras.layers.Conv1D(
+            width,
+            self.compression_factor,
+            strides=self.compression_factor,
+            padding="valid",  # the input is padded to whole slots first
+            use_bias=self.use_bias,
+            name=name,
+            **self._sublayer_kwargs(index),
+        )
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        if value_shape is None:
+            raise ValueError(
+                "`value` is needed to build the layer (its width sets the "
+                "value projection). Received: value=None"
+            )
+        key_shape = value_shape if key_shape is None else key_shape
+        for name, shape in (("query", query_shape), ("value", value_shape)):
+            _check_sequence(name, shape)
+        _check_sequence("key", key_shape)
+        n, h, hv = self.num_heads, self.key_dim, self._value_size
+        self.query_dense = self._projection("query", 0, 1, (n, h))
+        self.key_dense = self._projection("key", 1, 1, (n, h))
+        self.value_dense = self._projection("value", 2, 1, (n, hv))
+        self.key_compression = self._compression("key_compression", 3, n * h)
+        self.value_compression = self._compression("value_compression", 4, n * hv)
+        out = self._output_shape or (query_shape[-1],)
+        self.output_dense = self._projection("attention_output", 5, 2, out)
+        self.query_dense.build(query_shape)
+        self.key_dense.build(key_shape)
+        self.value_dense.build(value_shape)
+        self.key_compression.build((None, None, n * h))
+        self.value_compression.build((None, None, n * hv))
+        self.output_dense.build((None, None, n, hv))
+        self._widths = {
+            "query": query_shape[-1],
+            "value": value_shape[-1],
+            "key": key_shape[-1],
+        }
+        self.built = True
+
+    # -- call --------------------------------------------------------------
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+    ):
+        key = value if key is None else key
+        self._check_inputs(query, value, key)
+        query_mask = first_mask(query_mask, query)
+        key_real = ka_ops.merge_masks(
+            first_mask(value_mask, value), first_mask(key_mask, key)
+        )  # (B, S) or None
+        ka_ops.check_attention_masks(
+            query, value, query_mask, key_real, None, attention_mask
+        )
+        memory_mask = ka_ops.memory_compression_mask(
+            ops.shape(query)[1],
+            ops.shape(value)[1],
+            self.compression_factor,
+            key_mask=key_real,
+            query_mask=query_mask,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+            batch_size=ops.shape(query)[0],
+        )  # (B, T, 1 + S_c)
+        q = self.query_dense(query)  # (B, T, N, H)
+        k = self._memory(self.key_compression, self.key_dense(key), key_real)
+        v = self._memory(self.value_compression, self.value_dense(value), key_real)
+        heads, weights = ka_ops.multi_head_attention(
+            q,
+            k,
+            v,
+            attention_mask=memory_mask,
+            return_weights=return_attention_scores,
+            dropout_rate=self.dropout,
+            seed=self.seed_generator,
+            training=training,
+            validate=False,
+        )  # (B, T, N, Hv), (B, N, T, 1 + S_c) or None
+        output = self.output_dense(heads)  # (B, T, *output_shape)
+        if return_attention_scores:
+            return output, weights
+        return output
+
+    def _memory(self, compression, x, key_real):
+        """`[x_0; Conv(x)]`: `(B, S, N, H)` -> `(B, 1 + S_c, N, H)`."""
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        heads, size = x.shape[2], x.shape[3]
+        flat = ops.reshape(x, (batch, length, heads * size))  # (B, S, N H)
+        padded = ka_ops.pad_to_slots(flat, self.compression_factor, key_real)
+        slots = compression(padded)  # (B, S_c, N H)
+        slots = ops.reshape(slots, (batch, -1, heads, size))  # (B, S_c, N, H)
+        if key_real is None:
+            first = x[:, :1]  # (B, 1, N, H)
+        else:
+            first = ka_ops.gather_positions(x, ka_ops.first_key_position(key_real)[0])
+        return ops.concatenate([first, ops.cast(slots, first.dtype)], axis=1)
+
+    def _check_inputs(self, query, value, key):
+        """Each argument checked once, with its name (static shapes only)."""
+        for name, x in (("query", query), ("value", value), ("key", key)):
+            check_rank(name, tuple(x.shape), 3)
+            check_last_dim(name, x.shape, self._widths[name])
+        check_same("key", key.shape[1], "value", value.shape[1], "length")
+        check_same("query", query.shape[0], "value", value.shape[0], "batch size")
+        check_same("key", key.shape[0], "value", value.shape[0], "batch size")
+
+    # -- shapes and config -------------------------------------------------
+
+    def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
+        return tuple(query_shape[:-1]) + (self._output_shape or (query_shape[-1],))
+
+    def compute_output_spec(self, query, value=None, key=None, **kwargs):
+        # Traced from `call`: float32 weights `(B, N, T, 1 + S_c)`.
+        if not self.built:
+            self.build(query.shape, value.shape, None if key is None else key.shape)
+        return trace_output_spec(self, query, value, key, **kwargs)
+
+    def get_config(self):
+        serialize = keras.saving.serialize_keras_object
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "key_dim": self.key_dim,
+            "value_dim": self.value_dim,
+            "compression_factor": self.compression_factor,
+            "dropout": self.dropout,
+            "use_bias": self.use_bias,
+            "output_shape": self._output_shape,
+            "kernel_initializer": serialize(self.kernel_initializer),
+            "bias_initializer": serialize(self.bias_initializer),
+            "kernel_regularizer": serialize(self.kernel_regularizer),
+            "bias_regularizer": serialize(self.bias_regularizer),
+            "activity_regularizer": serialize(self._sublayer_activity_regularizer),
+            "kernel_constraint": serialize(self.kernel_constraint),
+            "bias_constraint": serialize(self.bias_constraint),
+            "seed": self.seed,
+        }
+
+
+def _feature_shape(output_shape):
+    """`output_shape` as a tuple, or `None`."""
+    if output_shape is None:
+        return None
+    shape = (output_shape,) if isinstance(output_shape, int) else tuple(output_shape)
+    for size in shape:
+        check_positive_int("output_shape", size)
+    return shape
+
+
+def _check_sequence(name, shape):
+    if len(shape) != 3 or shape[-1] is None:
+        raise ValueError(
+            f"`{name}` must have rank 3 `(B, T, D)` and a known last dimension. "
+            f"Received: {name}.shape={tuple(shape)}"
+        )
