@@ -232,6 +232,10 @@ class MemoryCompressedAttention(keras.layers.Layer):
         self.key_compression.build((None, None, n * h))
         self.value_compression.build((None, None, n * hv))
         self.output_dense.build((None, None, n, hv))
+        # Padding masks pass through position-wise projections unchanged;
+        # saying so keeps Keras from warning that the mask is dropped.
+        for layer in self._flatten_layers(include_self=False):
+            layer.supports_masking = True
         self._widths = {
             "query": query_shape[-1],
             "value": value_shape[-1],
