@@ -151,6 +151,42 @@ CASES = [
         "key_dim=-1",
     ),
     (
+        "mca-compression_factor=0",
+        lambda: L.MemoryCompressedAttention(2, 2, compression_factor=0),
+        "compression_factor",
+        "compression_factor=0",
+    ),
+    (
+        "mca-num_heads=0",
+        lambda: L.MemoryCompressedAttention(num_heads=0, key_dim=2),
+        "num_heads",
+        "num_heads=0",
+    ),
+    (
+        "mca-per-head-attention_mask",
+        lambda: L.MemoryCompressedAttention(2, 2)(
+            _x(2, 3, 4), _x(2, 5, 4), attention_mask=_ones(2, 2, 3, 5)
+        ),
+        "attention_mask",
+        "attention_mask.shape=(2, 2, 3, 5)",
+    ),
+    (
+        "mca-key-length",
+        lambda: L.MemoryCompressedAttention(2, 2)(
+            _x(2, 3, 4), _x(2, 5, 4), key=_x(2, 6, 4)
+        ),
+        "key",
+        "key length=6",
+    ),
+    (
+        "mca-value-width",
+        lambda: _built(L.MemoryCompressedAttention(2, 2), _x(2, 3, 4), _x(2, 5, 4))(
+            _x(2, 3, 4), _x(2, 5, 3)
+        ),
+        "value",
+        "value.shape=(2, 5, 3)",
+    ),
+    (
         "attention_impl-unknown",
         lambda: L.MultiHeadAttention(2, 2, attention_impl="flash"),
         "attention_impl",

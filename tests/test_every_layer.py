@@ -180,6 +180,16 @@ LAYER_CASES = {
         ka.layers.MultiHeadSelfAttention(num_heads=2, key_dim=3),
         _inputs((2, 5, 4)),
     ),
+    "MemoryCompressedAttention": lambda: (
+        ka.layers.MemoryCompressedAttention(num_heads=2, key_dim=3, dropout=0.1),
+        _inputs((2, 4, 4), (2, 7, 6)),
+    ),
+    "MemoryCompressedAttention/factor-2-value_dim-output_shape": lambda: (
+        ka.layers.MemoryCompressedAttention(
+            num_heads=2, key_dim=3, value_dim=2, compression_factor=2, output_shape=5
+        ),
+        _inputs((2, 5, 4), (2, 5, 4)),
+    ),
     "SinusoidalPositionEncoding": lambda: (
         ka.layers.SinusoidalPositionEncoding(),
         _inputs((2, 5, 6)),
@@ -299,6 +309,11 @@ CAUSAL_CASES = {
         _inputs((2, 4, 4)),
         {"use_causal_mask": True},
     ),
+    "MemoryCompressedAttention": lambda: (
+        ka.layers.MemoryCompressedAttention(num_heads=2, key_dim=3),
+        _inputs((2, 7, 4), (2, 7, 4)),
+        {"use_causal_mask": True},
+    ),
     "TransformerDecoderBlock": lambda: (
         ka.layers.TransformerDecoderBlock(num_heads=2, intermediate_dim=8),
         _inputs((2, 4, 4)),
@@ -344,6 +359,10 @@ PADDING_CASES = {
         ka.layers.MultiHeadAttention(num_heads=2, key_dim=3),
         *_inputs((2, 3, 4), (2, 5, 6)),
     ),
+    "MemoryCompressedAttention": lambda: (
+        ka.layers.MemoryCompressedAttention(num_heads=2, key_dim=3),
+        *_inputs((2, 3, 4), (2, 5, 6)),
+    ),
 }
 
 
@@ -371,7 +390,8 @@ SLOW_CASES = [
 FIT_UNDER_MASKS = {
     "AttentionPooling", "AttentionRNNCell", "AttentionRNNDecoder",
     "BahdanauAttention", "LSTMN", "LSTMNDeepFusionDecoder",
-    "LSTMNShallowFusionDecoder", "LuongAttention", "MultiHeadAttention",
+    "LSTMNShallowFusionDecoder", "LuongAttention", "MemoryCompressedAttention",
+    "MultiHeadAttention",
     "MultiHeadSelfAttention", "NeuralTuringMachineCell", "PointerAttention",
     "ScoredAttention", "TransformerDecoder", "TransformerDecoderBlock",
     "TransformerEncoder", "TransformerEncoderBlock",

@@ -264,6 +264,16 @@ CASES = {
     "MultiHeadAttention": lambda **kw: _two_sequences(
         lambda: ka.layers.MultiHeadAttention(num_heads=2, key_dim=3, **kw)
     ),
+    # Causal over absolute positions, with left-padded queries and keys.
+    "MemoryCompressedAttention": lambda: _two_sequences(
+        lambda: ka.layers.MemoryCompressedAttention(num_heads=2, key_dim=3),
+        use_causal_mask=True,
+    ),
+    "MemoryCompressedAttention/bidirectional-factor-2": lambda: _two_sequences(
+        lambda: ka.layers.MemoryCompressedAttention(
+            num_heads=2, key_dim=3, compression_factor=2
+        )
+    ),
     "MultiHeadSelfAttention": lambda **kw: _one_sequence(
         lambda: ka.layers.MultiHeadSelfAttention(num_heads=2, key_dim=3, **kw)
     ),

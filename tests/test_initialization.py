@@ -264,6 +264,16 @@ CASES = {
         ),
         True,
     ),
+    # key_dim = value_dim: the key and value projections (and convolutions)
+    # have one shape.
+    "MemoryCompressedAttention": (
+        lambda init: _call(
+            ka.layers.MemoryCompressedAttention(num_heads=2, key_dim=3, **_kw(init)),
+            (B, 4, 6),
+            (B, 7, 6),
+        ),
+        True,
+    ),
     "MultiHeadSelfAttention": (
         lambda init: _call(
             ka.layers.MultiHeadSelfAttention(num_heads=2, key_dim=3, **_kw(init)),

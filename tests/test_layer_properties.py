@@ -353,6 +353,70 @@ def multi_head_attention_properties(data):
         _check_same(f"{name} causality", _np(output)[:, : t0 + 1], actual[:, : t0 + 1])
 
 
+def _memory_visible(t, s, factor, value_mask, query_mask, causal):
+    """Reference `(B, T, 1 + S_c)` mask of `MemoryCompressedAttention`: the
+    first real key, then slot `j` once its last real key is visible."""
+    b, slots = value_mask.shape[0], -(-s // factor)
+    real = np.zeros((b, slots * factor), bool)
+    real[:, :s] = value_mask
+    positions = np.arange(slots * factor)
+    last = np.where(real, positions, -1).reshape(b, slots, factor).max(-1)
+    first = np.where(value_mask.any(1), value_mask.argmax(1), -1)
+    reach = np.concatenate([first[:, None], last], 1)[:, None, :]  # -1: none
+    visible = (reach >= 0) & query_mask[:, :, None]
+    if causal:
+        visible &= reach <= np.arange(t)[None, :, None]
+    return visible
+
+
+def memory_compressed_attention_properties(data):
+    rng = _rng(data)
+    b = data.draw(st.integers(1, 3), label="batch")
+    t = data.draw(st.integers(1, 5), label="T")
+    s = data.draw(st.integers(1, 8), label="S")
+    n = data.draw(st.sampled_from([1, 2]), label="heads")
+    f = data.draw(st.sampled_from([1, 2, 3]), label="compression_factor")
+    dq, dv = data.draw(st.sampled_from([(3, 2), (4, 5)]), label="widths")
+    causal = data.draw(st.booleans(), label="causal")
+    layer = _layer(
+        ("MemoryCompressedAttention", n, f, dq, dv),
+        lambda: ka.layers.MemoryCompressedAttention(
+            num_heads=n, key_dim=2, compression_factor=f
+        ),
+    )
+    query, value = _normal(rng, b, t, dq), _normal(rng, b, s, dv)
+    value_mask = _draw_mask(data, b, s, "value_mask")
+    query_mask = _draw_mask(data, b, t, "query_mask")
+
+    def run(value):
+        return layer(
+            query,
+            value,
+            value_mask=value_mask,
+            query_mask=query_mask,
+            use_causal_mask=causal,
+            return_attention_scores=True,
+        )
+
+    name = "MemoryCompressedAttention"
+    output, weights = run(value)
+    _check_shape(name, output, (b, t, dq))
+    _check_shape(name, weights, (b, n, t, 1 + -(-s // f)))
+    _check_finite(name, output, weights)
+    visible = _memory_visible(t, s, f, value_mask, query_mask, causal)
+    _check_weights(name, weights, visible[:, None])
+    blind = ~visible.any(-1)
+    bias = _np(layer.output_dense.bias)
+    assert np.all(_np(output)[blind] == bias), f"{name}: blind query output"
+    _check_same(
+        f"{name} padding invariance", output, run(_garble(rng, value, value_mask))[0]
+    )
+    if causal:
+        t0 = data.draw(st.integers(0, t - 1), label="t0")
+        actual = run(_garble(rng, value, _future_keep(b, s, t0)))[0]
+        _check_same(f"{name} causality", _np(output)[:, : t0 + 1], actual[:, : t0 + 1])
+
+
 def _self_attention_family(data, name, make, weights_of):
     """Layers attending over their own input `(B, T, D)` with a padding
     mask: padded positions are hidden as keys, so garbage there changes no
@@ -1006,6 +1070,7 @@ PROPERTIES = {
         data, "LSTMNShallowFusionDecoder"
     ),
     "LuongAttention": luong_attention_properties,
+    "MemoryCompressedAttention": memory_compressed_attention_properties,
     "MultiHeadAttention": multi_head_attention_properties,
     "MultiHeadSelfAttention": multi_head_self_attention_properties,
     "NeuralTuringMachineCell": neural_turing_machine_cell_properties,
