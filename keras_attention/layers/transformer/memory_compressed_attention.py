@@ -83,9 +83,12 @@ class MemoryCompressedAttention(keras.layers.Layer):
         kernel_initializer: initializer of the projection and convolution
             kernels; every kernel draws its own values, also when seeded.
         bias_initializer: initializer of the biases.
-        kernel_regularizer, bias_regularizer, activity_regularizer,
-            kernel_constraint, bias_constraint: as in
-            `keras.layers.MultiHeadAttention`, for every sublayer.
+        kernel_regularizer: as in `keras.layers.MultiHeadAttention` (every
+            projection and convolution kernel).
+        bias_regularizer: as in Keras (every bias).
+        activity_regularizer: as in Keras (every sublayer's output).
+        kernel_constraint: as in Keras.
+        bias_constraint: as in Keras.
         seed: seed of the dropout.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
