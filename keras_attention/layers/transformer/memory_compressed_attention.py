@@ -218,9 +218,12 @@ class MemoryCompressedAttention(keras.layers.Layer):
                 "value projection). Received: value=None"
             )
         key_shape = value_shape if key_shape is None else key_shape
-        for name, shape in (("query", query_shape), ("value", value_shape)):
+        for name, shape in zip(
+            ("query", "value", "key"),
+            (query_shape, value_shape, key_shape),
+            strict=True,
+        ):
             _check_sequence(name, shape)
-        _check_sequence("key", key_shape)
         n, h, hv = self.num_heads, self.key_dim, self._value_size
         self.query_dense = self._projection("query", 0, 1, (n, h))
         self.key_dense = self._projection("key", 1, 1, (n, h))
@@ -264,12 +267,12 @@ class MemoryCompressedAttention(keras.layers.Layer):
         key = value if key is None else key
         self._check_inputs(query, value, key)
         query_mask = first_mask(query_mask, query)
-        key_real = ka_ops.merge_masks(
-            first_mask(value_mask, value), first_mask(key_mask, key)
-        )  # (B, S) or None
+        value_mask = first_mask(value_mask, value)
+        key_mask = first_mask(key_mask, key)
         ka_ops.check_attention_masks(
-            query, value, query_mask, key_real, None, attention_mask
+            query, value, query_mask, value_mask, key_mask, attention_mask
         )
+        key_real = ka_ops.merge_masks(value_mask, key_mask)  # (B, S) or None
         memory_mask = ka_ops.memory_compression_mask(
             ops.shape(query)[1],
             ops.shape(value)[1],
