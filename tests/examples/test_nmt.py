@@ -7,6 +7,7 @@ No network and no `../shared`: the tests write a small parallel corpus.
 
 import gzip
 import importlib.util
+import json
 import os
 import pathlib
 import sys
@@ -273,7 +274,14 @@ def test_help_documents_every_flag(capsys):
         ("nmt_transformer", ("--hidden-dim", "--num-heads", "--warmup-steps")),
         (
             "nmt_rnn_attention",
-            ("--attention", "--local-p", "--units", "--embedding-dim"),
+            (
+                "--attention",
+                "--local-p",
+                "--units",
+                "--embedding-dim",
+                "--decoder",
+                "--compare-decoders",
+            ),  # fmt: skip
         ),
     ):
         script = load(name)
@@ -320,8 +328,11 @@ def test_bfloat16_policy_builds_a_mixed_model_in_graph_mode():
 @pytest.mark.parametrize(
     "name, flags",
     [("nmt_transformer", []), ("nmt_rnn_attention", []),
-     ("nmt_rnn_attention", ["--attention", "luong", "--local-p", "2"])],
-    ids=["transformer", "rnn", "rnn-luong-local-p"],
+     ("nmt_rnn_attention", ["--attention", "luong", "--local-p", "2"]),
+     ("nmt_rnn_attention", ["--decoder", "lstmn-shallow"]),
+     ("nmt_rnn_attention", ["--decoder", "lstmn-deep"])],
+    ids=["transformer", "rnn", "rnn-luong-local-p", "rnn-lstmn-shallow",
+         "rnn-lstmn-deep"],
 )  # fmt: skip
 def test_smoke_run_exports_and_reloads(name, flags, data_dir, tmp_path):
     script = load(name)
@@ -346,6 +357,101 @@ def test_smoke_run_exports_and_reloads(name, flags, data_dir, tmp_path):
                          str(tmp_path / "my.en"), str(tmp_path / "my.de")])  # fmt: skip
     assert again["direction"] == "en-de" and "train_seconds" not in again
     assert 0 <= again["greedy"]["bleu"] <= 100
+    if "--decoder" in flags:
+        # The saved flags rebuild the LSTMN model (not the default GRU), and
+        # the reloaded weights translate the validation set as after training.
+        assert again["parameters"] == results["parameters"]
+        nmt = sys.modules["nmt_common"]
+        de, en, _ = nmt.load_multi30k("de", "en", "val", str(data_dir), False)
+        write(tmp_path / "val.de", de, compress=False)
+        write(tmp_path / "val.en", en, compress=False)
+        script.main(["--output-dir", str(out), "--beams", "1", "--evaluate",
+                     str(tmp_path / "val.en"), str(tmp_path / "val.de")])  # fmt: skip
+        reloaded = (out / "val.en.greedy.de").read_text(encoding="utf-8")
+        assert reloaded == (out / "val.greedy.de").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("decoder", ["gru", "lstmn-shallow", "lstmn-deep"])
+def test_greedy_search_equals_the_teacher_forced_argmax(decoder):
+    """The cached step-by-step search of each `--decoder` (the LSTMN's tapes
+    sized by `get_initial_state(batch, max_length)`) picks, at every step up
+    to the end token, the arg-max of the teacher-forced model fed its own
+    tokens; beam search runs over the same state."""
+    script = load("nmt_rnn_attention")
+    nmt = sys.modules["nmt_common"]
+    args = script.parse_args(["--smoke", "--decoder", decoder])
+    model, _, search = script.build(args, 40, 50, steps_per_epoch=1)
+    rng = np.random.default_rng(0)
+    source = rng.integers(nmt.EOS_ID + 1, 40, size=(3, 7)).astype("int32")
+    source[0, 5:] = nmt.PAD_ID  # padding
+    length = 8
+    ids, attention = search(source, 1, length)
+    ids = np.asarray(ids)
+    assert np.asarray(attention).shape == (3, 1, 1, length, 7)
+    inputs = np.concatenate([np.full((3, 1), nmt.BOS_ID, "int32"), ids[:, :-1]], 1)
+    logits = model({"encoder_tokens": source, "decoder_tokens": inputs})
+    ended_before = np.cumsum(ids == nmt.EOS_ID, axis=1) - (ids == nmt.EOS_ID)
+    real = ended_before == 0  # the tokens up to and with the end token
+    assert real.sum() > 3
+    np.testing.assert_array_equal(np.argmax(logits, -1)[real], ids[real])
+    beams, _ = search(source, 3, length)
+    assert np.asarray(beams).shape == (3, length)
+
+
+def test_the_default_decoder_is_the_gru_model():
+    """`--decoder gru` (the default) builds the BiGRU + GRU model as before
+    the LSTMN decoders came: the same weights, in the same order."""
+    script = load("nmt_rnn_attention")
+    args = script.parse_args(["--smoke"])
+    assert args.decoder == "gru" and "decoder" in script.ARCHITECTURE
+    model, _, _ = script.build(args, 40, 50, steps_per_epoch=1)
+    assert model.name == "rnn_bahdanau" and model.count_params() == 16306
+    shapes = [tuple(w.shape) for w in model.weights]
+    assert shapes[:2] == [(50, 16), (40, 16)]  # target, source embeddings
+    names = [layer.name for layer in model.layers if layer.weights]
+    assert names == ["target_embedding", "source_embedding", "encoder", "bridge",
+                     "decoder", "deep_output", "readout"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "flags, match",
+    [(["--decoder", "lstmn-deep", "--attention", "luong"], "do not apply"),
+     (["--compare-decoders", "gru", "lstmn-deep", "--local-p", "2"], "do not apply"),
+     (["--compare-decoders", "gru", "--evaluate", "a", "b"], "DIR/DECODER")],
+)  # fmt: skip
+def test_decoder_flags_that_do_not_fit(flags, match):
+    script = load("nmt_rnn_attention")
+    with pytest.raises(ValueError, match=match):
+        script.parse_args(flags)
+
+
+@pytest.mark.large
+def test_compare_decoders_resumes_and_tabulates(data_dir, tmp_path):
+    """`--compare-decoders` trains each decoder into its own directory and
+    tabulates them; an interrupted comparison resumes where it stopped,
+    a finished one is not trained again, and other flags are refused."""
+    script = load("nmt_rnn_attention")
+    nmt = sys.modules["nmt_common"]
+    flags = ["--smoke", "--epochs", "2", "--data-dir", str(data_dir),
+             "--no-check-hashes", "--vocabulary-size", "40", "--no-export",
+             "--beams", "2", "--output-dir", str(tmp_path),
+             "--compare-decoders", "gru", "lstmn-deep"]  # fmt: skip
+    with pytest.raises(nmt.SimulatedInterruption):
+        script.main(flags + ["--interrupt-after-epochs", "1"])
+    results = script.main(flags)
+    assert list(results) == ["gru", "lstmn-deep"]
+    assert results["gru"]["epochs_run"] == [2]  # resumed
+    assert results["lstmn-deep"]["epochs_run"] == [1, 2]
+    assert results["lstmn-deep"]["parameters"] != results["gru"]["parameters"]
+    table = (tmp_path / "results.md").read_text()
+    for decoder in ("gru", "lstmn-deep"):
+        assert (tmp_path / decoder / "model.weights.h5").exists()
+        assert f"| {decoder} | {results[decoder]['parameters']:,} | 2 |" in table
+    assert "beam 2 BLEU" in table
+    again = script.main(flags)  # nothing left to train
+    assert again == json.loads(json.dumps(results))
+    with pytest.raises(ValueError, match="other settings"):
+        script.main(flags + ["--units", "48"])
 
 
 @pytest.mark.large
