@@ -1,6 +1,15 @@
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The tests' programs are tiny, so XLA's LLVM code generation, not running
+# them, dominates a compiled test: its lowest optimisation level compiles
+# them faster (same HLO passes, same semantics; measured: 126 s -> 103 s for
+# three JAX test files, 2 workers). Set before keras imports its backend; a
+# level given in XLA_FLAGS already wins. Benchmarks never run under it.
+if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
+    ).strip()
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

@@ -37,7 +37,7 @@ def test_ci_runs_both_backends_and_the_large_set():
     commands = _ci_commands()
     targets = _make_targets()
     ran = {t for t in targets for c in commands if _runs_target(c, t)}
-    assert {"test", "test-jax"} <= ran, commands
+    assert {"test", "test-jax", "test-jax-slow"} <= ran, commands
     large = [t for t in ran if any("-m large" in r for r in targets[t])]
     assert large, f".ci/run runs no make target with `pytest -m large`: {commands}"
 
@@ -46,3 +46,14 @@ def test_ci_requires_the_browser_for_the_large_set():
     text = (ROOT / ".ci" / "run").read_text()
     assert "KERAS_ATTENTION_REQUIRE_BROWSER=1" in text
     assert "apt-get install" in text and "chromium" in text
+
+
+def test_the_two_jax_targets_split_the_quick_suite():
+    """`make test-jax` leaves out `slow_on_jax`; `make test-jax-slow` runs
+    exactly those, so that together they run the whole quick suite."""
+    targets = _make_targets()
+    quick = " ".join(targets["test-jax"])
+    slow = " ".join(targets["test-jax-slow"])
+    assert '-m "not large and not slow_on_jax"' in quick
+    assert '-m "slow_on_jax and not large"' in slow
+    assert "KERAS_BACKEND=jax" in quick and "KERAS_BACKEND=jax" in slow
