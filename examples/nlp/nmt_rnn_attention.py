@@ -129,6 +129,18 @@ ARCHITECTURE = (
 DECODERS = ("gru", "lstmn-shallow", "lstmn-deep")
 
 
+def inter_attention(args):
+    """The decoder's attention over the encoder: Bahdanau's (`units // 2`
+    wide) or Luong's `general` score, with Luong et al.'s local-p window
+    when `--local-p` is given."""
+    local = {}
+    if args.local_p is not None:  # Luong et al.'s local-p, same score
+        local = dict(window=args.local_p, alignment="predictive")
+    if args.attention == "bahdanau":
+        return ka.layers.BahdanauAttention(args.units // 2, **local)
+    return ka.layers.LuongAttention("general", **local)
+
+
 def make_layers(args, source_vocab, target_vocab):
     """The translator's layers: embeddings, the bidirectional GRU encoder
     and its bridge to the decoder's state, the attention RNN decoder and
@@ -145,13 +157,7 @@ def make_layers(args, source_vocab, target_vocab):
         name="encoder",
     )
     bridge = keras.layers.Dense(args.units, activation="tanh", name="bridge")
-    local = {}
-    if args.local_p is not None:  # Luong et al.'s local-p, same score
-        local = dict(window=args.local_p, alignment="predictive")
-    if args.attention == "bahdanau":
-        attention = ka.layers.BahdanauAttention(args.units // 2, **local)
-    else:
-        attention = ka.layers.LuongAttention("general", **local)
+    attention = inter_attention(args)  # made first, as it always was
     cell = ka.layers.AttentionRNNCell(
         keras.layers.GRUCell(args.units), attention, style=args.attention
     )
@@ -194,14 +200,9 @@ def make_lstmn_layers(args, source_vocab, target_vocab):
     ]  # fmt: skip
     lstmn = ka.layers.LSTMN(args.units, attention_units=width)
     if args.decoder == "lstmn-shallow":
-        local = {}
-        if args.local_p is not None:
-            local = dict(window=args.local_p, alignment="predictive")
-        if args.attention == "bahdanau":
-            attention = ka.layers.BahdanauAttention(width, **local)
-        else:
-            attention = ka.layers.LuongAttention("general", **local)
-        decoder = ka.layers.LSTMNShallowFusionDecoder(lstmn, attention, name="decoder")
+        decoder = ka.layers.LSTMNShallowFusionDecoder(
+            lstmn, inter_attention(args), name="decoder"
+        )
     else:
         decoder = ka.layers.LSTMNDeepFusionDecoder(
             lstmn, inter_attention_units=width, name="decoder"
