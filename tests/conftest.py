@@ -68,9 +68,23 @@ def optimized_hlo():
     pytest.skip(f"no XLA compiler IR on the {backend} backend")
 
 
+def _slow_on_jax():
+    """The node ids listed in tests/slow_on_jax.txt."""
+    path = os.path.join(os.path.dirname(__file__), "slow_on_jax.txt")
+    with open(path, encoding="utf-8") as f:
+        lines = (line.strip() for line in f)
+        return {line for line in lines if line and not line.startswith("#")}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config, items):
-    """Skip `tf_only` tests (SavedModel, tf.function tracing, GradientTape on
+    """Mark the tests listed in tests/slow_on_jax.txt `slow_on_jax`; skip
+    `tf_only` tests (SavedModel, tf.function tracing, GradientTape on
     weights, tf.distribute) when the suite runs on another backend."""
+    slow = _slow_on_jax()
+    for item in items:
+        if item.nodeid in slow or item.nodeid.split("[")[0] in slow:
+            item.add_marker(pytest.mark.slow_on_jax)
     if keras.backend.backend() == "tensorflow":
         return
     for item in items:

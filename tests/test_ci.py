@@ -57,3 +57,14 @@ def test_the_two_jax_targets_split_the_quick_suite():
     assert '-m "not large and not slow_on_jax"' in quick
     assert '-m "slow_on_jax and not large"' in slow
     assert "KERAS_BACKEND=jax" in quick and "KERAS_BACKEND=jax" in slow
+
+
+def test_every_test_listed_slow_on_jax_exists():
+    """tests/slow_on_jax.txt names tests that exist (a renamed test would
+    otherwise silently move back into `make test-jax`)."""
+    for line in (ROOT / "tests" / "slow_on_jax.txt").read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        path, name = line.split("[")[0].split("::")
+        source = (ROOT / path).read_text()
+        assert re.search(rf"^def {name}\(", source, re.M), line

@@ -33,6 +33,12 @@ from keras_attention.layers.recurrent.scored_attention import ScoredAttention
 from keras_attention.layers.transformer.memory_compressed_attention import (
     MemoryCompressedAttention,
 )
+from keras_attention.layers.transformer.memory_compressed_decoder import (
+    MemoryCompressedDecoder,
+)
+from keras_attention.layers.transformer.memory_compressed_decoder_block import (
+    MemoryCompressedDecoderBlock,
+)
 from keras_attention.layers.transformer.multi_head_attention import MultiHeadAttention
 from keras_attention.layers.transformer.multi_head_self_attention import (
     MultiHeadSelfAttention,
@@ -69,6 +75,8 @@ __all__ = [
     "LSTMNShallowFusionDecoder",
     "LuongAttention",
     "MemoryCompressedAttention",
+    "MemoryCompressedDecoder",
+    "MemoryCompressedDecoderBlock",
     "MultiHeadAttention",
     "MultiHeadSelfAttention",
     "NeuralTuringMachineCell",

@@ -71,6 +71,7 @@ from keras_attention.ops.memory_compression import gather_positions
 from keras_attention.ops.memory_compression import memory_compression_mask
 from keras_attention.ops.memory_compression import num_memory_slots
 from keras_attention.ops.memory_compression import pad_to_slots
+from keras_attention.ops.memory_compression import slot_end_positions
 from keras_attention.ops.memory_compression import slot_last_positions
 from keras_attention.ops.modifier_calls import alibi_slopes
 from keras_attention.ops.modifier_calls import position_indices
@@ -139,6 +140,7 @@ __all__ = [
     "gather_positions",
     "num_memory_slots",
     "pad_to_slots",
+    "slot_end_positions",
     "slot_last_positions",
     "multi_head_attention",
     "padding_mask",

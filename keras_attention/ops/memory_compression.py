@@ -13,10 +13,16 @@ The rules, on absolute positions (query `i`, key `p`):
 - a slot is real when it summarises at least one real (unpadded) key; its
   padded keys are zeroed before the compression (`pad_to_slots`), so a
   partly padded slot holds only real tokens and stays attendable;
-- causally, query `i` reads slot `j` only once every real key of the slot is
-  `<= i`, i.e. its last real position `c_j` (`slot_last_positions`) is
-  `<= i`: a slot never mixes in a future key (a triangular mask over the
-  slot axis would leak up to `f - 1` of them);
+- causally, query `i` reads slot `j` only once the slot is complete: its
+  last position `(j + 1) f - 1` is `<= i`, whether that position holds a
+  real key, padding or lies past the end of the sequence. A slot thus
+  never mixes in a future key (a triangular mask over the slot axis would
+  leak up to `f - 1` of them), and the output at `i` depends on the
+  positions `<= i` alone, not on the sequence's length: a sequence and its
+  prefixes agree, which is what makes cached generation equal the full
+  pass. The keys of the slot that is not complete yet are read by the
+  local layers of a decoder (`MemoryCompressedDecoder`), not here; a
+  partial last slot is read by no causal query;
 - the first key (at `p_0`, `first_key_position`) is read when `p_0 <= i`, so
   a real query of a causal self-attention always reads at least it, before
   its first slot completes;
@@ -72,6 +78,13 @@ def slot_last_positions(key_length, factor, key_mask=None):
     padded = _pad_axis(positions, 1, factor, -1)  # (B, S_c f)
     slots = ops.reshape(padded, (ops.shape(padded)[0], -1, factor))  # (B, S_c, f)
     return ops.max(slots, axis=-1)
+
+
+def slot_end_positions(key_length, factor):
+    """The last position `(j + 1) f - 1` of each slot, int32 `(1, S_c)`:
+    the causal rule reads a slot from there on."""
+    slots = ops.arange(num_memory_slots(key_length, factor), dtype="int32")
+    return ((slots + 1) * factor - 1)[None, :]
 
 
 def first_key_position(key_mask):
@@ -130,6 +143,7 @@ def memory_compression_mask(
     attention_mask=None,
     use_causal_mask=False,
     batch_size=None,
+    query_offset=0,
 ):
     """Which entries of the compressed memory each query may read.
 
@@ -140,10 +154,14 @@ def memory_compression_mask(
         key_mask: `(B, S)`, True = a real key.
         query_mask: `(B, T)`; a padded query reads nothing.
         attention_mask: `(T, S)` or `(B, T, S)` over the uncompressed keys.
-        use_causal_mask: query `i` reads a slot once its last real key is
-            `<= i`, and the first key once it is `<= i`.
+        use_causal_mask: query `i` reads a slot once its last position
+            `(j + 1) f - 1` is `<= i` (the slot is complete), and the first
+            key once its position is `<= i`.
         batch_size: `B`, which every mask broadcasts to; by default the
             batch size of the first mask that has a batch axis (1 if none).
+        query_offset: int or traced int scalar, the absolute position of
+            the first query (a cached decoding step's update index); the
+            causal rule compares absolute positions.
 
     Returns:
         bool `(B, T, 1 + ceil(S / f))`: the first key, then the slots.
@@ -156,12 +174,14 @@ def memory_compression_mask(
     key_mask = ops.broadcast_to(ops.cast(key_mask, "bool"), (batch, key_length))
     last = slot_last_positions(key_length, factor, key_mask)  # (B, S_c)
     first, has_first = first_key_position(key_mask)  # (B,), (B,)
-    reach = ops.concatenate([first[:, None], last], axis=1)  # (B, 1 + S_c)
     real = ops.concatenate([has_first[:, None], last >= 0], axis=1)
     mask = ops.broadcast_to(real[:, None, :], (batch, query_length, ops.shape(real)[1]))
     if use_causal_mask:
-        rows = ops.arange(query_length, dtype="int32")[None, :, None]  # (1, T, 1)
-        mask = ops.logical_and(mask, reach[:, None, :] <= rows)  # (B, T, 1 + S_c)
+        ends = slot_end_positions(key_length, factor)  # (1, S_c)
+        ends = ops.broadcast_to(ends, ops.shape(last))
+        reach = ops.concatenate([first[:, None], ends], axis=1)  # (B, 1 + S_c)
+        rows = ops.arange(query_length, dtype="int32") + ops.cast(query_offset, "int32")
+        mask = ops.logical_and(mask, reach[:, None, :] <= rows[None, :, None])
     if attention_mask is not None:
         allowed = ops.broadcast_to(
             ops.cast(attention_mask, "bool"), (batch, query_length, key_length)

@@ -48,7 +48,8 @@ def reference_visibility(t, s, factor, real, causal, allowed):
     """`(B, T, 1 + S_c)`: may query `i` read the first key, slot `j`?
 
     `real` `(B, S)` marks real keys, `allowed` `(B, T, S)` the keys each
-    query may see (the causal rule is applied here on top of it).
+    query may see (the causal rule is applied here on top of it: a slot is
+    read once all its `f` positions are `<= i`, real or not).
     """
     batch = real.shape[0]
     slots = math.ceil(s / factor)
@@ -68,7 +69,10 @@ def reference_visibility(t, s, factor, real, causal, allowed):
                     for p in range(j * factor, (j + 1) * factor)
                     if p in real_positions
                 ]
-                visible[b, i, 1 + j] = bool(members) and all(sees(p) for p in members)
+                complete = not causal or (j + 1) * factor - 1 <= i
+                visible[b, i, 1 + j] = (
+                    bool(members) and all(sees(p) for p in members) and complete
+                )
     return visible
 
 
@@ -229,16 +233,19 @@ def test_attention_mask_matches_the_reference():
     np.testing.assert_allclose(_np(out), want_out, atol=ATOL, rtol=ATOL)
 
 
-def test_a_triangular_attention_mask_is_the_causal_mask():
+def test_a_triangular_attention_mask_is_the_causal_mask_on_whole_slots():
+    """Without padding and with whole slots the two agree; a triangular
+    `attention_mask` lets the last query read the partial last slot (all its
+    keys are visible to it), the causal rule does not (it is not complete)."""
     rng = np.random.default_rng(5)
-    x = _normal(rng, 2, 10, 4)
-    real = _padding(2, 10, seed=2)
     layer = _layer()
-    causal = layer(x, x, value_mask=real, use_causal_mask=True)
-    tril = np.tril(np.ones((10, 10), bool))
-    np.testing.assert_array_equal(
-        _np(layer(x, x, value_mask=real, attention_mask=tril)), _np(causal)
-    )
+    for length, same in ((9, True), (10, False)):
+        x = _normal(rng, 2, length, 4)
+        tril = np.tril(np.ones((length, length), bool))
+        causal = _np(layer(x, x, use_causal_mask=True))
+        masked = _np(layer(x, x, attention_mask=tril))
+        np.testing.assert_allclose(masked[:, :9], causal[:, :9], atol=1e-6)
+        assert np.allclose(masked, causal, atol=1e-6) == same, length
 
 
 @pytest.mark.parametrize("s", [1, 2, 3, 4, 7, 9, 10])
@@ -259,8 +266,8 @@ def test_a_triangular_mask_over_slots_would_leak():
     the first key, query 2 (the last position of slot 0) reads slot 0."""
     mask = _np(ka.ops.memory_compression_mask(10, 10, FACTOR, use_causal_mask=True))[0]
     np.testing.assert_array_equal(mask[:, 0], True)
+    # The partial last slot {9} is never complete: no causal query reads it.
     completed = [[i >= (j + 1) * FACTOR - 1 for j in range(4)] for i in range(10)]
-    completed[9][3] = True  # the partial last slot {9} completes at 9
     np.testing.assert_array_equal(mask[:, 1:], completed)
 
 
@@ -269,8 +276,9 @@ def test_a_triangular_mask_over_slots_would_leak():
 
 def test_causal_by_perturbation_at_every_step():
     """Changing inputs after `t` changes no output at `<= t`, for every `t`,
-    including the steps at which a slot completes (2, 5, 8) and the partial
-    last slot (9); the completed slot is read from the step it completes."""
+    including the steps at which a slot completes (2, 5, 8); the completed
+    slot is read from the step it completes, the partial last slot (9)
+    never."""
     rng = np.random.default_rng(6)
     x = _normal(rng, 2, 10, 4)
     layer = _layer()
@@ -284,7 +292,7 @@ def test_causal_by_perturbation_at_every_step():
         if t < 9:
             assert not np.allclose(got[:, t + 1 :], out[:, t + 1 :])
         read = weights[:, :, t, 1:] > 0  # (B, N, S_c)
-        done = (t + 1) // FACTOR + (t == 9)  # slots complete so far
+        done = (t + 1) // FACTOR  # slots complete so far
         assert read[..., :done].all() and not read[..., done:].any(), t
 
 
@@ -309,6 +317,71 @@ def test_causal_with_left_padding_reads_the_first_real_key():
     np.testing.assert_array_equal(sums[0][:, ~real[0]], 0.0)
     # Query 1 reads the first real key alone: slot 0 ends with key 2.
     np.testing.assert_allclose(_np(weights)[0, :, 1, 0], 1.0, atol=1e-6)
+
+
+def test_a_prefix_gives_the_same_outputs():
+    """Causal outputs at `<= t` depend on the positions `<= t` alone, not on
+    the sequence's length (the partial last slot is never read)."""
+    rng = np.random.default_rng(17)
+    x = _normal(rng, 2, 11, 4)
+    layer = _layer()
+    whole = _np(layer(x, x, use_causal_mask=True))
+    for length in range(1, 11):
+        part = x[:, :length]
+        got = _np(layer(part, part, use_causal_mask=True))
+        np.testing.assert_allclose(got, whole[:, :length], atol=1e-6)
+
+
+# -- caches ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("steps", [[1] * 11, [5, 1, 1, 4]])
+def test_cached_steps_equal_the_full_pass(steps):
+    """Token by token (slots complete at steps 2, 5, 8) and in chunks: each
+    cached call's outputs and weights equal the full pass's rows."""
+    rng = np.random.default_rng(18)
+    x = _normal(rng, 2, 11, 4)
+    layer = _layer(key_dim=3, value_dim=3)
+    whole, weights = layer(x, x, use_causal_mask=True, return_attention_scores=True)
+    cache = np.zeros((2, 2, 11, 2, 3), "float32")
+    start = 0
+    for n in steps:
+        new = x[:, start : start + n]
+        out, w, cache = layer(
+            new, new, use_causal_mask=True, return_attention_scores=True,
+            cache=cache, cache_update_index=start,
+        )  # fmt: skip
+        np.testing.assert_allclose(
+            _np(out), _np(whole)[:, start : start + n], atol=1e-5
+        )
+        np.testing.assert_allclose(
+            _np(w), _np(weights)[:, :, start : start + n], atol=1e-6
+        )
+        start += n
+    np.testing.assert_allclose(_np(cache), _np(layer.compute_cache(x)), atol=1e-6)
+
+
+def test_a_cache_read_as_is_equals_its_sequence():
+    rng = np.random.default_rng(19)
+    query, value = _normal(rng, 2, 4, 4), _normal(rng, 2, 8, 4)
+    layer = _layer(key_dim=3)
+    want = _np(layer(query, value))
+    got, _ = layer(query, cache=layer.compute_cache(value))  # output, cache
+    np.testing.assert_allclose(_np(got), want, atol=1e-6)
+
+
+def test_bad_cache_arguments():
+    x = np.zeros((2, 4, 4), "float32")
+    layer = _layer(key_dim=3)
+    layer(x, x)
+    with pytest.raises(ValueError, match="needs a `cache`"):
+        layer(x, x, cache_update_index=0)
+    with pytest.raises(ValueError, match="cache.shape"):
+        layer(x, x, cache=np.zeros((2, 2, 4, 3, 3), "float32"), cache_update_index=0)
+    with pytest.raises(ValueError, match="value_dim == key_dim"):
+        other = _layer(key_dim=3, value_dim=2)
+        other(x, x)
+        other.compute_cache(x)
 
 
 # -- (d) padding ---------------------------------------------------------------

@@ -10,5 +10,8 @@ modifiers, RoPE, caches, the dense/chunked/fused kernels of
 and share their base classes, `TransformerBlockBase` in `block_base.py`
 and `TransformerStackBase` in `stack_base.py`;
 `SinusoidalPositionEncoding` and `PositionEmbedding` add positions
-(Vaswani et al. 2017).
+(Vaswani et al. 2017). `MemoryCompressedAttention`, its block
+`MemoryCompressedDecoderBlock` and the stack `MemoryCompressedDecoder`
+(local and memory-compressed layers, T-DMCA) read long documents (Liu et
+al. 2018).
 """

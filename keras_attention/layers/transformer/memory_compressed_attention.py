@@ -7,6 +7,9 @@ from keras_attention.keras_compat import build_proj_equation
 from keras_attention.keras_compat import first_mask
 from keras_attention.keras_compat import get_output_shape
 from keras_attention.keras_compat import trace_output_spec
+from keras_attention.layers.results import LayerResult
+from keras_attention.ops.cache import cache_entries
+from keras_attention.validation import check_cache
 from keras_attention.validation import check_last_dim
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rank
@@ -52,11 +55,14 @@ class MemoryCompressedAttention(keras.layers.Layer):
       before the convolution, so they add nothing to their slot; a slot of
       padding only is hidden, a partly padded slot stays visible (its
       other keys are real);
-    - `use_causal_mask`: query `i` reads a slot only once every real key it
-      summarises is at a position `<= i` (a plain triangular mask over the
-      slots would leak up to `f - 1` future keys), and `k_0` once its
-      position is `<= i`; in self-attention a real query therefore always
-      reads `k_0`;
+    - `use_causal_mask`: query `i` reads slot `j` only once the slot is
+      complete, its last position `(j + 1) f - 1 <= i` (a plain triangular
+      mask over the slots would leak up to `f - 1` future keys), and `k_0`
+      once its position is `<= i`; in self-attention a real query therefore
+      always reads `k_0`. The output at `i` depends on the positions `<= i`
+      alone, not on the sequence's length (a partial last slot is read by
+      no causal query), so a prefix gives the same outputs as the whole
+      sequence and cached decoding equals the full pass;
     - `attention_mask` `(T, S)` or `(B, T, S)` over the uncompressed keys:
       query `i` reads a slot only if it may see EVERY real key the slot
       summarises (reading a slot reads all its keys) and `k_0` if it may
@@ -90,6 +96,11 @@ class MemoryCompressedAttention(keras.layers.Layer):
         kernel_constraint: as in Keras.
         bias_constraint: as in Keras.
         seed: seed of the dropout.
+        attention_impl: the path of the attention over the memory,
+            `"auto"`, `"dense"`, `"chunked"` or `"fused"` (see
+            `keras_attention.ops.plan_attention`); the memory is already
+            `f` times shorter than the keys, and its mask is an explicit
+            `(B, T, 1 + S_c)` pattern.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -103,9 +114,27 @@ class MemoryCompressedAttention(keras.layers.Layer):
         return_attention_scores: also return the weights over the memory,
             float32 `(B, N, T, 1 + ceil(S / f))` (`k_0` first).
         training: bool, whether dropout is active.
+        cache: `None` or `(B, 2, S_max, N, H)`, the projected keys and
+            values of every position before they are compressed (the
+            layout of `MultiHeadAttention`'s cache; needs
+            `value_dim == key_dim`). With `cache_update_index` the new
+            tokens' keys and values are written at that position and the
+            memory is compressed from the whole cache, whose first position
+            is `k_0` (a cache holds no padding); queries are at absolute
+            positions from `cache_update_index` on, and positions not
+            written yet are never read (causally, a slot is read once
+            complete; otherwise they count as padding). Without an index
+            the cache is read as is, as `value` and `key` (which may then
+            be `None`). Each cached call compresses the whole cache again
+            (the convolutions' `O(S_max D^2)` work, besides the attention's
+            `O(S_max D / f)`): simple and exact; keeping finished slots
+            would make a decoding step cheaper.
+        cache_update_index: int or traced int scalar, the position of the
+            first new token in `cache`.
 
     Returns:
-        `output` `(B, T, *output_shape)`, or `(output, weights)`.
+        `output` `(B, T, *output_shape)`, then the weights if asked, then
+        the updated cache if one was passed.
 
     Example:
 
@@ -144,6 +173,7 @@ class MemoryCompressedAttention(keras.layers.Layer):
         kernel_constraint=None,
         bias_constraint=None,
         seed=None,
+        attention_impl="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -152,7 +182,9 @@ class MemoryCompressedAttention(keras.layers.Layer):
         check_positive_int("value_dim", value_dim, allow_none=True)
         check_positive_int("compression_factor", compression_factor)
         check_rate("dropout", dropout)
+        ka_ops.check_attention_impl(attention_impl)
         self.supports_masking = True
+        self.attention_impl = attention_impl
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.value_dim = value_dim
@@ -254,7 +286,7 @@ class MemoryCompressedAttention(keras.layers.Layer):
     def call(
         self,
         query,
-        value,
+        value=None,
         key=None,
         query_mask=None,
         value_mask=None,
@@ -263,34 +295,75 @@ class MemoryCompressedAttention(keras.layers.Layer):
         use_causal_mask=False,
         return_attention_scores=False,
         training=None,
+        cache=None,
+        cache_update_index=None,
     ):
-        key = value if key is None else key
-        self._check_inputs(query, value, key)
-        query_mask = first_mask(query_mask, query)
-        value_mask = first_mask(value_mask, value)
-        key_mask = first_mask(key_mask, key)
-        ka_ops.check_attention_masks(
-            query, value, query_mask, value_mask, key_mask, attention_mask
+        read_cache = cache is not None and cache_update_index is None
+        if read_cache:
+            value = key = None
+        else:
+            key = value if key is None else key
+        self._check_inputs(query, value, key, cache, cache_update_index)
+        masks = dict(
+            query_mask=first_mask(query_mask, query),
+            value_mask=None if read_cache else first_mask(value_mask, value),
+            key_mask=None if read_cache else first_mask(key_mask, key),
+            attention_mask=attention_mask,
         )
-        key_real = ka_ops.merge_masks(value_mask, key_mask)  # (B, S) or None
+        keys = cache[:, 0] if cache is not None else value
+        ka_ops.check_attention_masks(query, keys, **masks)
+        result = self._attention(
+            query,
+            value,
+            key,
+            masks,
+            use_causal_mask=use_causal_mask,
+            return_attention_scores=return_attention_scores,
+            training=training,
+            cache=cache,
+            cache_update_index=cache_update_index,
+        )
+        return result.keras_outputs(return_attention_scores)
+
+    def _attention(
+        self,
+        query,
+        value,
+        key,
+        masks,
+        *,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+        cache=None,
+        cache_update_index=None,
+    ):
+        """Projections, cache, compression, attention, output projection: a
+        `LayerResult`. Arguments as `call`, already checked, the masks in
+        one dict (the decoder blocks call this directly, as they call
+        `MultiHeadAttention._attention`)."""
+        key = value if key is None else key
+        q = self.query_dense(query)  # (B, T, N, H)
+        k, v, caches, entries, key_real = self._keys_and_values(
+            value, key, masks, cache, cache_update_index
+        )  # (B, S, N, H) each
         memory_mask = ka_ops.memory_compression_mask(
             ops.shape(query)[1],
-            ops.shape(value)[1],
+            ops.shape(k)[1],
             self.compression_factor,
             key_mask=key_real,
-            query_mask=query_mask,
-            attention_mask=attention_mask,
+            query_mask=masks.get("query_mask"),
+            attention_mask=masks.get("attention_mask"),
             use_causal_mask=use_causal_mask,
             batch_size=ops.shape(query)[0],
+            query_offset=0 if cache_update_index is None else cache_update_index,
         )  # (B, T, 1 + S_c)
-        q = self.query_dense(query)  # (B, T, N, H)
-        k = self._memory(self.key_compression, self.key_dense(key), key_real)
-        v = self._memory(self.value_compression, self.value_dense(value), key_real)
         heads, weights = ka_ops.multi_head_attention(
             q,
-            k,
-            v,
+            self._memory(self.key_compression, k, key_real),
+            self._memory(self.value_compression, v, key_real),
             attention_mask=memory_mask,
+            attention_impl=self.attention_impl,
             return_weights=return_attention_scores,
             dropout_rate=self.dropout,
             seed=self.seed_generator,
@@ -298,9 +371,24 @@ class MemoryCompressedAttention(keras.layers.Layer):
             validate=False,
         )  # (B, T, N, Hv), (B, N, T, 1 + S_c) or None
         output = self.output_dense(heads)  # (B, T, *output_shape)
-        if return_attention_scores:
-            return output, weights
-        return output
+        return LayerResult(output, weights, caches, entries)
+
+    def _keys_and_values(self, value, key, masks, cache, cache_update_index):
+        """The uncompressed keys and values `(B, S, N, H)` the memory is made
+        of, with the updated caches, the new cache entries and which keys
+        are real `(B, S)` (or `None`)."""
+        key_real = ka_ops.merge_masks(masks.get("value_mask"), masks.get("key_mask"))
+        if cache is None:
+            return self.key_dense(key), self.value_dense(value), (), (), key_real
+        if cache_update_index is None:  # read as is
+            return cache[:, 0], cache[:, 1], (cache,), (None,), key_real
+        k, v = self.key_dense(key), self.value_dense(value)  # the new tokens
+        entries = (cache_entries(cache, k, v),)
+        cache, k, v = ka_ops.update_cache(cache, k, v, cache_update_index)
+        written = ka_ops.written_positions_mask(
+            ops.shape(k)[1], cache_update_index, ops.shape(value)[1]
+        )  # (1, S_max): the rest hold no key yet
+        return k, v, (cache,), entries, ka_ops.merge_masks(key_real, written)
 
     def _memory(self, compression, x, key_real):
         """`[x_0; Conv(x)]`: `(B, S, N, H)` -> `(B, 1 + S_c, N, H)`."""
@@ -316,14 +404,48 @@ class MemoryCompressedAttention(keras.layers.Layer):
             first = ka_ops.gather_positions(x, ka_ops.first_key_position(key_real)[0])
         return ops.concatenate([first, ops.cast(slots, first.dtype)], axis=1)
 
-    def _check_inputs(self, query, value, key):
+    def _check_inputs(self, query, value, key, cache=None, cache_update_index=None):
         """Each argument checked once, with its name (static shapes only)."""
-        for name, x in (("query", query), ("value", value), ("key", key)):
+        check_rank("query", tuple(query.shape), 3)
+        check_last_dim("query", query.shape, self._widths["query"])
+        if cache is not None:
+            self._check_cache(query, cache)
+        elif cache_update_index is not None:
+            raise ValueError(
+                "`cache_update_index` needs a `cache`. Received: cache=None, "
+                f"cache_update_index={cache_update_index}"
+            )
+        if value is None:
+            if cache is None:
+                raise ValueError(
+                    "`value` is needed unless a `cache` is read as is. "
+                    "Received: value=None"
+                )
+            return
+        for name, x in (("value", value), ("key", key)):
             check_rank(name, tuple(x.shape), 3)
             check_last_dim(name, x.shape, self._widths[name])
         check_same("key", key.shape[1], "value", value.shape[1], "length")
         check_same("query", query.shape[0], "value", value.shape[0], "batch size")
         check_same("key", key.shape[0], "value", value.shape[0], "batch size")
+
+    def _check_cache(self, query, cache):
+        self._check_cache_layout()
+        check_cache("cache", cache, query.shape[0], self.num_heads, self.key_dim)
+
+    def _check_cache_layout(self):
+        if self._value_size != self.key_dim:
+            raise ValueError(
+                "A cache needs `value_dim == key_dim`. Received: "
+                f"key_dim={self.key_dim}, value_dim={self.value_dim}"
+            )
+
+    def compute_cache(self, value, key=None):
+        """Project a fixed key/value sequence once, uncompressed: `(B, 2, S,
+        N, H)`, to pass as `cache` without `cache_update_index`."""
+        key = value if key is None else key
+        self._check_cache_layout()
+        return ops.stack([self.key_dense(key), self.value_dense(value)], axis=1)
 
     # -- shapes and config -------------------------------------------------
 
@@ -355,6 +477,7 @@ class MemoryCompressedAttention(keras.layers.Layer):
             "kernel_constraint": serialize(self.kernel_constraint),
             "bias_constraint": serialize(self.bias_constraint),
             "seed": self.seed,
+            "attention_impl": self.attention_impl,
         }
 
 

@@ -182,13 +182,17 @@ class TransformerDecoder(TransformerStackBase):
                 entries.append(result.cache_entries[0])  # the self-attention's
         if self.final_norm is not None:
             x = self.final_norm(x)
-        weights = {key: ops.stack(w, axis=1) for key, w in weights.items()}
+        weights = self._stack_scores(weights)
         new_caches = ()
         if cache is not None:
             new_caches = (self._updated_cache(cache, entries, cache_update_index, x),)
         return LayerResult(x, weights, new_caches).keras_outputs(
             return_attention_scores
         )
+
+    def _stack_scores(self, weights):
+        """`{name: [per block (B, N, T, S)]}` -> `{name: (B, L, N, T, S)}`."""
+        return {key: ops.stack(w, axis=1) for key, w in weights.items()}
 
     def _updated_cache(self, cache, layer_entries, cache_update_index, output):
         """The stack's cache with each layer's new keys and values written in.
