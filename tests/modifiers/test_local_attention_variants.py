@@ -192,7 +192,7 @@ PATHS = {
 
 
 @pytest.mark.parametrize("path", sorted(PATHS))
-@pytest.mark.parametrize("block, length", [(4, 13), (6, 24), (4, 7)])
+@pytest.mark.parametrize("block, length", [(4, 13), (4, 7)])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_attention_matches_numpy_with_tensor2tensors_mask(variant, block, length, path):
     make, reference = VARIANTS[variant]
