@@ -113,8 +113,9 @@ def test_bench_long_documents_helpers(capsys):
     assert dense("stack", "full-dense", 8192, True) == 7 * 2**30
     assert dense("stack", "full-chunked", 32768, True) == 0
     verdict = bench["target_verdict"]
-    assert verdict(0.31, 0.4) == "met (0.31x <= 0.40x)"
-    assert verdict(0.47, 0.4) == "missed by 0.07x (0.47x > 0.40x)"
+    assert verdict(0.31, 0.4) == "0.31x: met (target <= 0.40x)"
+    assert verdict(0.47, 0.4) == "0.47x: missed by 0.07x (target <= 0.40x)"
+    assert verdict(None, 0.4) == "not measured"
     row = dict(
         length=8192,
         name="LMLML",
@@ -128,8 +129,8 @@ def test_bench_long_documents_helpers(capsys):
         length=8192, time_ratio=0.5, xla_bytes_ratio=0.1, peak_ratio=None
     )
     line = capsys.readouterr().out
-    assert "time missed by 0.10x (0.50x > 0.40x)" in line, line
-    assert "XLA's account met (0.10x <= 0.33x)" in line, line
+    assert "(full-chunked) 0.50x: missed by 0.10x (target <= 0.40x)" in line, line
+    assert "XLA's account 0.10x: met (target <= 0.33x)" in line, line
     assert "peak RSS not measured" in line, line
     assert bench["long_targets"]([], [256, 512]) is None
     assert "(8192 not measured: at L=512): not measured" in capsys.readouterr().out
