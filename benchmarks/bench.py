@@ -78,8 +78,27 @@ Sections (`--sections`, default all):
   from T/4 to T (the LSTMN's time is O(T^2), its memory and the LSTM's
   time and memory O(T)).
 
+- `long_documents` (issue 43, Liu et al. 2018's T-DMCA): causal
+  self-attention for long documents, float32 under XLA, B=`--long-batch`
+  (1), d_model `--long-width` (256), `--long-heads` (4) heads: one layer
+  (`MultiHeadAttention` full causal on the dense and the chunked path,
+  local = chunked with `BlockLocal1D(--long-block, --long-block)`,
+  `MemoryCompressedAttention(compression_factor=--long-factor)`) and
+  stacks of five pre-LN layers (`TransformerDecoder` full dense, full
+  chunked and local; `MemoryCompressedDecoder` "LMLML" and "MMMMM", skipped
+  with a note where that class is missing). Forward+backward at
+  `--long-lengths` (1024 ... 8192), forward only at
+  `--long-forward-lengths` (16384, 32768): times in interleaved rounds and
+  their ratio to the faster exact full-causal candidate; memory (XLA's
+  account and peak RSS) in a fresh child process per point, and its ratio
+  to the dense one's; dense candidates whose score tensors alone would
+  pass `--memory-cap-gib` are skipped. Then a line on issue 43's targets at
+  L=8192: the LMLML stack's step at most 0.4x the fastest exact full
+  causal stack's time and 1/3 of the dense stack's memory.
+
     make bench                                  # everything
     PYTHONPATH=. python benchmarks/bench.py --sections layer --rounds 7
+    PYTHONPATH=. python benchmarks/bench.py --sections long_documents --rounds 3
     PYTHONPATH=. python benchmarks/bench.py --smoke   # tiny, 1 round (tests)
 """
 
@@ -108,7 +127,7 @@ from keras_attention.ops.chunked.block_plan import plan_blocks  # noqa: E402
 GIB = 1024**3
 SECTIONS = (
     "layer", "memory", "encoder", "generation", "window", "modifier", "gqa", "modes",
-    "bf16", "long", "lstmn",
+    "bf16", "long", "lstmn", "long_documents",
 )  # fmt: skip
 MEMORY_MODES = ("xla", "xla-unknown", "graph", "graph-unknown", "eager")
 
@@ -336,6 +355,9 @@ def memory_point(impl, length, args):
     if impl.startswith("rnn-"):
         recurrent_point(impl[4:], length, args)
         return
+    if impl.startswith("long-"):
+        long_point(impl[5:], length, args)
+        return
     if impl.startswith("op-"):
         shape = (1, length, heads, key_dim)
         qkv = [tf.random.normal(shape) for _ in range(3)]
@@ -498,6 +520,16 @@ def _run_child(impl, length, args, heads, dump):
         str(args.lstmn_batch),
         "--lstmn-units",
         str(args.lstmn_units),
+        "--long-batch",
+        str(args.long_batch),
+        "--long-width",
+        str(args.long_width),
+        "--long-heads",
+        str(args.long_heads),
+        "--long-block",
+        str(args.long_block),
+        "--long-factor",
+        str(args.long_factor),
     ] + (["--second-call"] if getattr(args, "second_call", False) else [])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     if dump:
@@ -1176,12 +1208,13 @@ def recurrent_point(name, length, args):
     _report_memory(lambda: block(step(x)), args.second_call)
 
 
-def growth(values):
-    """`{L: values[L] / values[L // 4]}` (None where `L // 4` was not
-    measured): how a cost grows when the length is multiplied by 4."""
+def growth(values, factor=4):
+    """`{L: values[L] / values[L // factor]}` (None where `L // factor` was
+    not measured): how a cost grows when the length is multiplied by
+    `factor`."""
     return {
-        length: value / values[length // 4]
-        if length % 4 == 0 and values.get(length // 4)
+        length: value / values[length // factor]
+        if length % factor == 0 and values.get(length // factor)
         else None
         for length, value in values.items()
     }
@@ -1281,6 +1314,306 @@ def lstmn_memory_table(args):
     return rows
 
 
+# -- 12. long documents: local and memory-compressed attention (issue 43) ----
+
+LONG_PATTERN = "LMLML"  # Liu et al.'s T-DMCA: L local, M memory-compressed
+LONG_LAYERS = ("full-dense", "full-chunked", "local", "memory-compressed")
+LONG_STACKS = ("full-dense", "full-chunked", "local", "LMLML", "MMMMM")
+LONG_FULL = ("full-dense", "full-chunked")  # exact full causal attention
+LONG_PLAIN = LONG_FULL + ("local",)  # as `TransformerDecoder` stacks
+
+
+def long_names(scope):
+    """Section 12's candidates of `scope` (`"layer"` or `"stack"`): the
+    LMLML and MMMMM stacks only where `ka.layers.MemoryCompressedDecoder`
+    exists (a note says so otherwise)."""
+    if scope == "layer":
+        return LONG_LAYERS
+    if hasattr(ka.layers, "MemoryCompressedDecoder"):
+        return LONG_STACKS
+    print(
+        "Note: this checkout has no `ka.layers.MemoryCompressedDecoder`: the "
+        "LMLML and MMMMM stacks are skipped.\n"
+    )
+    return tuple(name for name in LONG_STACKS if name in LONG_PLAIN)
+
+
+def long_layer(name, args):
+    """One causal self-attention layer of section 12: `(layer, call)`,
+    `call(x)` `(B, T, D)` -> `(B, T, D)`."""
+    heads, size = args.long_heads, args.long_width // args.long_heads
+    if name == "memory-compressed":
+        layer = ka.layers.MemoryCompressedAttention(
+            heads, size, compression_factor=args.long_factor
+        )
+    else:
+        # `local`: t2t's local_mask_right, on the chunked path.
+        local = ka.modifiers.BlockLocal1D(args.long_block, args.long_block)
+        layer = ka.layers.MultiHeadAttention(
+            heads,
+            size,
+            attention_impl="dense" if name == "full-dense" else "chunked",
+            mask_modifier=local if name == "local" else None,
+        )
+    return layer, lambda x: layer(x, x, use_causal_mask=True)
+
+
+def long_stack(name, args):
+    """A decoder-only stack of `len(LONG_PATTERN)` pre-LN layers:
+    `(layer, call)` as `long_layer`."""
+    common = dict(
+        num_heads=args.long_heads,
+        intermediate_dim=4 * args.long_width,
+        normalize_first=True,
+    )
+    if name in LONG_PLAIN:
+        local = ka.modifiers.BlockLocal1D(args.long_block, args.long_block)
+        layer = ka.layers.TransformerDecoder(
+            len(LONG_PATTERN),
+            attention_impl="dense" if name == "full-dense" else "chunked",
+            mask_modifier=local if name == "local" else None,
+            **common,
+        )
+    else:
+        layer = ka.layers.MemoryCompressedDecoder(
+            layer_pattern=name,
+            compression_factor=args.long_factor,
+            local_block_size=args.long_block,
+            attention_impl="chunked",
+            **common,
+        )
+    return layer, lambda x: layer(x)
+
+
+def long_step(scope, name, backward, args):
+    """Candidate `name` of `scope` built, as an XLA-compiled `x -> output`,
+    or with `backward` `x -> gradients of sum(output)` w.r.t. `x` and every
+    trainable weight."""
+    layer, call = (long_layer if scope == "layer" else long_stack)(name, args)
+    call(tf.zeros((args.long_batch, min(8, args.long_block), args.long_width)))
+
+    @tf.function(jit_compile=True, reduce_retracing=False)
+    def step(x):
+        if not backward:
+            return call(x)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(call(x))
+        return tape.gradient(loss, [x, *layer.trainable_weights])
+
+    return step
+
+
+def long_point(spec, length, args):
+    """Child process of `long_documents_section`: `spec` is
+    `MODE-SCOPE-NAME`, MODE `fb` (forward+backward) or `fwd`."""
+    mode, scope, name = spec.split("-", 2)
+    step = long_step(scope, name, mode == "fb", args)
+    x = tf.random.normal((args.long_batch, length, args.long_width))
+    _report_memory(lambda: block(step(x)), args.second_call)
+
+
+def dense_scores_bytes(scope, name, length, backward, args):
+    """Bytes of the float32 `(B, N, L, L)` score tensors the dense full
+    candidate holds at once (every layer's weights kept for the backward
+    pass, and two more while it runs; two in a forward pass); 0 for the
+    others, whose attention is chunked."""
+    if name != "full-dense":
+        return 0
+    layers = 1 if scope == "layer" else len(LONG_PATTERN)
+    held = layers + 2 if backward else 2
+    return held * args.long_batch * args.long_heads * length**2 * 4
+
+
+def score_share(scope, name, length, args):
+    """The score entries one head computes per layer, over `L^2` (averaged
+    over a stack's layers): dense full `L^2`; chunked full causal the
+    blocks on and below the diagonal (the op's plan); local its own and
+    the previous block (`BlockLocal1D(b, b)`, `~2 b L`); memory-compressed
+    `L (1 + ceil(L / f))`, all of them (its mask over the memory is
+    explicit), so ~1/f: still quadratic in `L`."""
+    if scope == "stack" and name not in LONG_PLAIN:
+        kinds = ["local" if c == "L" else "memory-compressed" for c in name]
+        return sum(score_share("layer", k, length, args) for k in kinds) / len(kinds)
+    if name == "full-dense":
+        return 1.0
+    if name == "memory-compressed":
+        return (1 + -(-length // args.long_factor)) / length
+    if name == "local":
+        size, blocks = args.long_block, -(-length // args.long_block)
+        return (2 * blocks - 1) * min(size, length) ** 2 / length**2
+    plan = plan_blocks(
+        args.long_batch,
+        length,
+        length,
+        args.long_heads,
+        args.long_width // args.long_heads,
+        runtime="tensorflow-xla",
+        device="cpu",
+    )
+    blocks = -(-length // plan.query_block)
+    return blocks * (blocks + 1) / 2 * min(plan.query_block, length) ** 2 / length**2
+
+
+def long_documents_section(args):
+    b, d, n = args.long_batch, args.long_width, args.long_heads
+    print(
+        f"\n### 12. Long documents (issue 43, Liu et al. 2018): local and "
+        f"memory-compressed attention vs full causal attention, float32 under "
+        f"XLA, B={b}, d_model {d}, {n} heads, key_dim {d // n}, local blocks "
+        f"{args.long_block}, compression factor {args.long_factor}\n"
+    )
+    print(
+        "Candidates, all causal: `full-dense` / `full-chunked` "
+        '(`attention_impl="dense"` / `"chunked"`), `local` (chunked, '
+        f"`mask_modifier=BlockLocal1D({args.long_block}, {args.long_block})`: "
+        "a query sees its block and the one before), `memory-compressed` "
+        "(`MemoryCompressedAttention`, its default `attention_impl`); stacks "
+        f"of {len(LONG_PATTERN)} pre-LN layers (intermediate {4 * d}): "
+        "`TransformerDecoder` (decoder-only) full or local, and "
+        "`MemoryCompressedDecoder` `LMLML` (L local, M memory-compressed) and "
+        "`MMMMM`. `ms`: median of interleaved rounds; `/ fastest full`: round by "
+        "round over the faster exact full-causal candidate of the same row "
+        "group (dense or chunked); `x L/2`: the median over the one at half "
+        "the length (O(L^2): 4x, O(L): 2x). Memory: a fresh process per point "
+        "(as in section 5), `XLA` the compiled step's own account, `peak` the "
+        "process' peak RSS (TensorFlow's runtime included, ~0.9 GiB); "
+        "`/ dense` over `full-dense`'s. `scores / L^2`: the score entries one "
+        "head computes per layer (a stack's mean).\n"
+    )
+    print(
+        "Memory compression alone only divides the L^2 cost by the factor: "
+        f"`memory-compressed` computes `L (1 + L/{args.long_factor})` scores "
+        f"per head, ~1/{args.long_factor} of dense's `L^2` (2/"
+        f"{args.long_factor} of causal chunked's ~`L^2/2`), and its time still "
+        "grows 4x when L doubles; so does every M layer of LMLML and MMMMM. "
+        "Only the local layers' cost grows as L.\n"
+    )
+    rows = {}
+    for backward, lengths in (
+        (True, args.long_lengths),
+        (False, args.long_forward_lengths),
+    ):
+        for scope in ("layer", "stack"):
+            mode = "forward+backward" if backward else "forward"
+            rows[f"{scope}-{mode}"] = long_table(scope, backward, lengths, args)
+    rows["targets"] = long_targets(rows["stack-forward+backward"], args.long_lengths)
+    return rows
+
+
+def long_table(scope, backward, lengths, args):
+    """One of section 12's tables: candidates of `scope` at `lengths`."""
+    label = "One layer" if scope == "layer" else f"{len(LONG_PATTERN)}-layer stack"
+    print(f"\n{label}, {'forward+backward' if backward else 'forward only'}:\n")
+    names = long_names(scope)
+    print(
+        "| L | candidate | scores / L^2 | ms | / fastest full | x L/2 | XLA MiB "
+        "| / dense | peak GiB | / dense |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    rows, medians = [], {name: {} for name in names}
+    for length in lengths:
+        rows += long_rows(scope, names, length, backward, args, medians)
+    return rows
+
+
+def long_rows(scope, names, length, backward, args, medians):
+    """One length of `long_table`: the candidates timed in interleaved
+    rounds, then each one's memory in a fresh child process; a dense
+    candidate whose score tensors alone would pass `--memory-cap-gib` is
+    skipped."""
+    x = tf.random.normal((args.long_batch, length, args.long_width))
+    fns, skipped = {}, {}
+    for name in names:
+        need = dense_scores_bytes(scope, name, length, backward, args)
+        if need > args.memory_cap_gib * GIB:
+            skipped[name] = (
+                f"skipped: its dense scores need ~{need / GIB:.0f} GiB "
+                f"> --memory-cap-gib {args.memory_cap_gib:g}"
+            )
+            continue
+        step = long_step(scope, name, backward, args)
+        fns[name] = lambda step=step: block(step(x))
+    times = interleaved(fns, args.rounds)
+    mode = "fb" if backward else "fwd"
+    memory = {
+        name: run_child(f"long-{mode}-{scope}-{name}", length, args, xla_report=True)
+        for name in fns
+    }
+    full = [name for name in LONG_FULL if name in times]  # chunked always runs
+    anchor = min(full, key=lambda name: np.median(times[name]))
+    rows = []
+    for name in names:
+        row = dict(length=length, name=name, anchor=anchor)
+        row["share"] = score_share(scope, name, length, args)
+        if name in skipped:
+            row["status"] = skipped[name]
+            print(f"| {length} | {name} | {row['share']:.3f} | {skipped[name]} |")
+        else:
+            medians[name][length] = float(np.median(times[name]))
+            row["growth"] = growth(medians[name], 2)[length]
+            print(long_row(row, times, memory), flush=True)
+        rows.append(row)
+    return rows
+
+
+def long_row(row, times, memory):
+    """A measured row of `long_rows` (filled into `row`) as a table line."""
+    name, anchor, result = row["name"], row["anchor"], memory[row["name"]]
+    t = times[name]
+    row["ms"] = float(np.median(t)) * 1e3
+    row["time_ratio"] = float(np.median(np.asarray(t) / times[anchor]))
+    row["memory"] = result
+    dense = memory.get("full-dense", {})
+    cells = [f"{np.median(t) * 1e3:.1f}", f"{ratio(t, times[anchor])} ({anchor})"]
+    cells.append(times_four(row["growth"]))
+    if result["status"] != "ok":
+        cells.append(f"{result['status']} | | |")
+    else:
+        for key, scale, digits in (("xla_bytes", 2**20, 1), ("peak", GIB, 2)):
+            share = result[key] / dense[key] if dense.get("status") == "ok" else None
+            row[f"{key}_ratio"] = share
+            share_cell = "-" if share is None else f"{share:.2f}"
+            cells += [f"{result[key] / scale:.{digits}f}", share_cell]
+    return (
+        f"| {row['length']} | {name} | {row['share']:.3f} | " + " | ".join(cells) + " |"
+    )
+
+
+def target_verdict(value, target):
+    """`0.31x: met (target <= 0.40x)` or `0.47x: missed by 0.07x (...)`."""
+    if value is None:
+        return "not measured"
+    verdict = "met" if value <= target else f"missed by {value - target:.2f}x"
+    return f"{value:.2f}x: {verdict} (target <= {target:.2f}x)"
+
+
+def long_targets(rows, lengths):
+    """Issue 43's targets for the LMLML stack's forward+backward at L=8192
+    (at the longest length measured when 8192 is not): time <= 0.4x the
+    fastest exact full-causal stack's, memory <= 1/3 of the dense one's."""
+    length = 8192 if 8192 in lengths else max(lengths)
+    where = "" if length == 8192 else f" (8192 not measured: at L={length})"
+    row = next(
+        (r for r in rows if r["length"] == length and r["name"] == "LMLML"), None
+    )
+    if row is None or "time_ratio" not in row:
+        print(f"\nTargets of issue 43 at L=8192{where}: not measured (no LMLML row).")
+        return None
+    parts = [
+        f"time over the fastest exact full causal stack's ({row['anchor']}) "
+        + target_verdict(row["time_ratio"], 0.4)
+    ]
+    for key, label in (("xla_bytes", "XLA's account"), ("peak", "peak RSS")):
+        verdict = target_verdict(row.get(f"{key}_ratio"), 1 / 3)
+        parts.append(f"memory over full-dense's by {label} {verdict}")
+    print(f"\nTargets of issue 43 at L=8192{where}, LMLML: " + "; ".join(parts) + ".")
+    return dict(
+        length=length,
+        **{k: row.get(k) for k in ("time_ratio", "xla_bytes_ratio", "peak_ratio")},
+    )
+
+
 # -- main --------------------------------------------------------------------
 
 
@@ -1367,6 +1700,17 @@ def parse_args(argv=None):
     parser.add_argument("--lstmn-lengths", type=int, nargs="+", default=[64, 256, 1024])
     parser.add_argument("--lstmn-batch", type=int, default=8)
     parser.add_argument("--lstmn-units", type=int, default=128)
+    parser.add_argument(
+        "--long-lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192]
+    )
+    parser.add_argument(
+        "--long-forward-lengths", type=int, nargs="+", default=[16384, 32768]
+    )
+    parser.add_argument("--long-batch", type=int, default=1)
+    parser.add_argument("--long-width", type=int, default=256)
+    parser.add_argument("--long-heads", type=int, default=4)
+    parser.add_argument("--long-block", type=int, default=256)
+    parser.add_argument("--long-factor", type=int, default=3)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, 1 round")
     parser.add_argument("--memory-point", nargs=2, metavar=("IMPL", "L"))
     args = parser.parse_args(argv)
@@ -1385,6 +1729,8 @@ def parse_args(argv=None):
         args.gqa_max_length, args.gqa_steps = 8, 4
         args.mode_lengths, args.long_length = [32], 64
         args.lstmn_lengths, args.lstmn_batch, args.lstmn_units = [8, 32], 2, 8
+        args.long_lengths, args.long_forward_lengths = [32], [64]
+        args.long_width, args.long_heads, args.long_block = 16, 2, 8
     return args
 
 
@@ -1407,6 +1753,7 @@ def main(argv=None):
         "bf16": bf16_section,
         "long": long_section,
         "lstmn": lstmn_section,
+        "long_documents": long_documents_section,
     }
     results = {}
     for name in args.sections:

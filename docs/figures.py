@@ -402,7 +402,9 @@ def _scores(modifier, score, queries, keys, query_start=0, heads=1):
     return keras.ops.convert_to_numpy(modifier(score, *indices))[0]
 
 
-def _mask_panel(ax, mask, title, query_start=0, base=None, labels=None):
+def _mask_panel(
+    ax, mask, title, query_start=0, base=None, labels=None, xlabel="key position j"
+):
     """A boolean `(T, S)` grid: allowed cells indigo; with `base`, the cells
     that `mask` adds to `base` orange."""
     mask = np.asarray(mask, bool)
@@ -429,7 +431,7 @@ def _mask_panel(ax, mask, title, query_start=0, base=None, labels=None):
     ax.set_xticks(np.arange(0, s, step))
     ax.set_yticks(np.arange(query_start, query_start + t, step if t > 4 else 1))
     ax.set_title(title, fontsize=9)
-    ax.set_xlabel("key position j", fontsize=8)
+    ax.set_xlabel(xlabel, fontsize=8)
     ax.set_ylabel("query position i", fontsize=8)
     if labels:
         patches = [
@@ -971,6 +973,54 @@ def image_transformer():
     return _save(fig, "image_transformer_masks")
 
 
+def long_document_masks():
+    """Liu et al. (2018)'s decoder attentions over 24 positions: full causal,
+    the two local variants in blocks of 6, and memory-compressed attention
+    with f = 3 drawn over the memory it reads (`k_0`, then the slots)."""
+    km = ka.modifiers
+    length, block, factor = 24, 6, 3
+
+    def grid(modifier):
+        return _pattern(modifier, queries=length, keys=length)[0, 0]
+
+    compressed = ka.ops.memory_compression_mask(
+        length, length, factor, use_causal_mask=True
+    )
+    compressed = keras.ops.convert_to_numpy(compressed)[0]  # (T, 1 + S / f)
+    fig = _mask_figure(
+        [
+            dict(mask=grid(km.CausalMask()), title="full causal attention"),
+            dict(
+                mask=grid(km.BlockLocal1D(block, 0)),
+                title="local, within the block\nBlockLocal1D(6, 0)",
+            ),
+            dict(
+                mask=grid(km.BlockLocal1D(block, block)),
+                title="local_mask_right: + the previous block\nBlockLocal1D(6, 6)",
+            ),
+            dict(
+                mask=compressed,
+                title="memory-compressed, f = 3, causal:\nover the compressed memory",
+                xlabel="memory: k_0, slots",
+            ),
+        ],
+        height=3.4,
+    )
+    local_axes, memory_ax = fig.axes[1:3], fig.axes[3]
+    for ax in local_axes:  # the block boundaries
+        for edge in range(block, length, block):
+            ax.axhline(edge - 0.5, color="black", linewidth=0.6)
+            ax.axvline(edge - 0.5, color="black", linewidth=0.6)
+    slots = compressed.shape[1] - 1
+    memory_ax.set_aspect("auto")  # a slot is as wide as the f keys it sums
+    memory_ax.set_xticks(
+        np.arange(1 + slots), ["$k_0$"] + [f"$s_{j}$" for j in range(slots)]
+    )
+    memory_ax.axvline(0.5, color="black", linewidth=0.6)
+    fig.tight_layout()
+    return _save(fig, "long_document_masks")
+
+
 FIGURES = {
     "soft": soft_attention,
     "scores": score_functions,
@@ -989,6 +1039,7 @@ FIGURES = {
     "ntm": ntm_addressing,
     "act": act_halting,
     "image_transformer": image_transformer,
+    "long_documents": long_document_masks,
 }
 
 

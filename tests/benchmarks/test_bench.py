@@ -1,3 +1,4 @@
+import functools
 import os
 import runpy
 import subprocess
@@ -5,6 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import keras_attention as ka
 
 SCRIPT = Path(__file__).parents[2] / "benchmarks" / "bench.py"
 
@@ -15,13 +18,18 @@ def test_bench_smoke_run_prints_every_table(monkeypatch, capsys):
     runpy.run_path(str(SCRIPT), run_name="__main__")
     out = capsys.readouterr().out
     sections = out.split("\n### ")[1:]
-    assert [s.split(" ", 1)[0] for s in sections] == [f"{i}." for i in range(1, 12)]
+    assert [s.split(" ", 1)[0] for s in sections] == [f"{i}." for i in range(1, 13)]
     # Data rows per section: 2 layer rows; 1 memory, encoder and generation
     # row; 4 window rows and 1 window memory row; 3 modifier rows; 2 GQA rows;
     # 1 row of execution modes; 1 bf16 row; 1 long-context row; 2 LSTMN time
-    # rows and 2 LSTMN memory rows.
+    # rows and 2 LSTMN memory rows; long documents: one length forward+backward
+    # and one forward, 4 one-layer candidates and 3 stacks (5 with
+    # MemoryCompressedDecoder) each.
     data = [_data_rows(s) for s in sections]
-    assert [len(rows) for rows in data] == [2, 1, 1, 1, 5, 3, 2, 1, 1, 1, 4], out
+    stacks = 5 if hasattr(ka.layers, "MemoryCompressedDecoder") else 3
+    counts = [2, 1, 1, 1, 5, 3, 2, 1, 1, 1, 4, 2 * (4 + stacks)]
+    assert [len(rows) for rows in data] == counts, out
+    assert "Targets of issue 43 at L=8192" in sections[11], sections[11]
     # The long-context row: time over the FLOP time and over the products alone.
     assert data[9][0].count("|") == 7, data[9]
     for rows in (
@@ -30,6 +38,7 @@ def test_bench_smoke_run_prints_every_table(monkeypatch, capsys):
         data[7],
         data[9],
         data[10][2:],
+        data[11],
     ):  # child-process memory points
         for row in rows:
             assert "failed" not in row and "killed" not in row and "not run" not in row
@@ -77,6 +86,68 @@ def test_bench_lstmn_helpers():
         assert tuple(grads[0].shape) == (2, 5, 3)
     args = bench["parse_args"](["--smoke", "--sections", "lstmn"])
     assert args.lstmn_lengths == [8, 32]  # a 4x step: the growth column is filled
+
+
+@pytest.mark.tf_only  # bench.py's steps are tf.functions
+def test_bench_long_documents_helpers(capsys):
+    bench = runpy.run_path(str(SCRIPT))
+    args = bench["parse_args"](["--sections", "long_documents"])
+    assert (args.long_lengths, args.long_forward_lengths) == (
+        [1024, 2048, 4096, 8192],
+        [16384, 32768],
+    )
+    assert (args.long_batch, args.long_width, args.long_heads) == (1, 256, 4)
+    assert (args.long_block, args.long_factor) == (256, 3)
+    share = functools.partial(bench["score_share"], args=args)
+    assert share("layer", "full-dense", 8192) == 1.0
+    assert share("layer", "full-chunked", 8192) == pytest.approx(33 / 64)
+    assert share("layer", "local", 8192) == pytest.approx(63 / 1024)
+    assert share("layer", "memory-compressed", 8192) == pytest.approx(2732 / 8192)
+    lmlml = (3 * 63 / 1024 + 2 * 2732 / 8192) / 5
+    assert share("stack", "LMLML", 8192) == pytest.approx(lmlml)
+    assert share("stack", "local", 8192) == share("layer", "local", 8192)
+    # The dense one layer at 32768 forward holds 2 (1, 4, L, L) float32
+    # tensors; the stack backward one per layer and 2 more; chunked: none.
+    dense = functools.partial(bench["dense_scores_bytes"], args=args)
+    assert dense("layer", "full-dense", 32768, False) == 32 * 2**30
+    assert dense("stack", "full-dense", 8192, True) == 7 * 2**30
+    assert dense("stack", "full-chunked", 32768, True) == 0
+    verdict = bench["target_verdict"]
+    assert verdict(0.31, 0.4) == "0.31x: met (target <= 0.40x)"
+    assert verdict(0.47, 0.4) == "0.47x: missed by 0.07x (target <= 0.40x)"
+    assert verdict(None, 0.4) == "not measured"
+    row = dict(
+        length=8192,
+        name="LMLML",
+        anchor="full-chunked",
+        time_ratio=0.5,
+        xla_bytes_ratio=0.1,
+        peak_ratio=None,
+    )
+    result = bench["long_targets"]([row], [1024, 8192])
+    assert result == dict(
+        length=8192, time_ratio=0.5, xla_bytes_ratio=0.1, peak_ratio=None
+    )
+    line = capsys.readouterr().out
+    assert "(full-chunked) 0.50x: missed by 0.10x (target <= 0.40x)" in line, line
+    assert "XLA's account 0.10x: met (target <= 0.33x)" in line, line
+    assert "peak RSS not measured" in line, line
+    assert bench["long_targets"]([], [256, 512]) is None
+    assert "(8192 not measured: at L=512): not measured" in capsys.readouterr().out
+
+
+@pytest.mark.tf_only
+def test_bench_long_documents_layers_run():
+    """Every one-layer candidate of section 12, forward and backward."""
+    bench = runpy.run_path(str(SCRIPT))
+    args = bench["parse_args"](["--smoke"])
+    x = bench["tf"].random.normal((1, 24, args.long_width))
+    for name in bench["LONG_LAYERS"]:
+        out = bench["long_step"]("layer", name, False, args)(x)
+        assert tuple(out.shape) == (1, 24, args.long_width), name
+        grads = bench["long_step"]("layer", name, True, args)(x)
+        assert tuple(grads[0].shape) == (1, 24, args.long_width), name
+        assert all(g is not None for g in grads), name
 
 
 @pytest.mark.large
