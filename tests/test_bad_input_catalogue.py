@@ -187,6 +187,28 @@ CASES = [
         "value.shape=(2, 5, 3)",
     ),
     (
+        "mcd-layer_pattern",
+        lambda: L.MemoryCompressedDecoder("LXM", num_heads=2, intermediate_dim=8),
+        "layer_pattern",
+        "layer_pattern='LXM'",
+    ),
+    (
+        "mcd-local_memory_flange",
+        lambda: L.MemoryCompressedDecoder(
+            num_heads=2, intermediate_dim=8, local_memory_flange=-1
+        ),
+        "local_memory_flange",
+        "local_memory_flange=-1",
+    ),
+    (
+        "mcd-block-num_key_value_heads",
+        lambda: L.MemoryCompressedDecoderBlock(
+            num_heads=2, intermediate_dim=8, num_key_value_heads=1
+        ),
+        "num_key_value_heads",
+        "num_key_value_heads=1",
+    ),
+    (
         "attention_impl-unknown",
         lambda: L.MultiHeadAttention(2, 2, attention_impl="flash"),
         "attention_impl",

@@ -224,6 +224,26 @@ LAYER_CASES = {
         ka.layers.TransformerDecoder(num_layers=2, num_heads=2, intermediate_dim=8),
         _inputs((2, 3, 4), (2, 5, 4)),
     ),
+    "MemoryCompressedDecoderBlock": lambda: (
+        ka.layers.MemoryCompressedDecoderBlock(
+            num_heads=2, intermediate_dim=8, compression_factor=2
+        ),
+        _inputs((2, 5, 4)),
+    ),
+    "MemoryCompressedDecoderBlock/cross-attention-pre-ln": lambda: (
+        ka.layers.MemoryCompressedDecoderBlock(
+            num_heads=2, intermediate_dim=8, normalize_first=True, dropout=0.1
+        ),
+        _inputs((2, 4, 4), (2, 5, 4)),
+    ),
+    # Two layers, local then memory-compressed (the decoder's own tests run
+    # the other patterns, the within-block flange and the chunked path).
+    "MemoryCompressedDecoder": lambda: (
+        ka.layers.MemoryCompressedDecoder(
+            "LM", num_heads=2, intermediate_dim=8, local_block_size=2
+        ),
+        _inputs((2, 7, 4)),
+    ),
     "ImageTransformerBlock": lambda: (
         ka.layers.ImageTransformerBlock(
             num_heads=2, intermediate_dim=8, query_block=(1, 2), memory_flange=(1, 1)
@@ -319,6 +339,20 @@ CAUSAL_CASES = {
         _inputs((2, 4, 4)),
         {},
     ),
+    "MemoryCompressedDecoderBlock": lambda: (
+        ka.layers.MemoryCompressedDecoderBlock(
+            num_heads=2, intermediate_dim=8, compression_factor=2
+        ),
+        _inputs((2, 7, 4)),
+        {},
+    ),
+    "MemoryCompressedDecoder": lambda: (
+        ka.layers.MemoryCompressedDecoder(
+            "LM", num_heads=2, intermediate_dim=8, local_block_size=2
+        ),
+        _inputs((2, 8, 4)),
+        {},
+    ),
     "UniversalTransformerDecoder": lambda: (
         ka.layers.UniversalTransformerDecoder(
             num_heads=2, intermediate_dim=8, max_steps=2
@@ -391,7 +425,7 @@ FIT_UNDER_MASKS = {
     "AttentionPooling", "AttentionRNNCell", "AttentionRNNDecoder",
     "BahdanauAttention", "LSTMN", "LSTMNDeepFusionDecoder",
     "LSTMNShallowFusionDecoder", "LuongAttention", "MemoryCompressedAttention",
-    "MultiHeadAttention",
+    "MemoryCompressedDecoder", "MemoryCompressedDecoderBlock", "MultiHeadAttention",
     "MultiHeadSelfAttention", "NeuralTuringMachineCell", "PointerAttention",
     "ScoredAttention", "TransformerDecoder", "TransformerDecoderBlock",
     "TransformerEncoder", "TransformerEncoderBlock",

@@ -323,6 +323,19 @@ CASES = {
     "TransformerEncoder": lambda **kw: _one_sequence(
         _stack(ka.layers.TransformerEncoder, normalize_first=True, **kw)
     ),
+    # Causal over absolute positions, with left-padded tokens: padding stays
+    # out of the compressed slots and the local blocks.
+    "MemoryCompressedDecoderBlock": lambda **kw: _one_sequence(
+        _block(ka.layers.MemoryCompressedDecoderBlock, compression_factor=2, **kw)
+    ),
+    "MemoryCompressedDecoderBlock/cross-attention": lambda **kw: _two_sequences(
+        _block(ka.layers.MemoryCompressedDecoderBlock, **kw)
+    ),
+    "MemoryCompressedDecoder": lambda **kw: _one_sequence(
+        lambda: ka.layers.MemoryCompressedDecoder(
+            "LM", num_heads=2, intermediate_dim=8, local_block_size=2, **kw
+        )
+    ),
     "TransformerDecoder": lambda **kw: _two_sequences(
         _stack(ka.layers.TransformerDecoder, **kw)
     ),

@@ -405,6 +405,24 @@ CASES = {
         ),
         True,
     ),
+    "MemoryCompressedDecoderBlock": (
+        lambda init: _call(
+            ka.layers.MemoryCompressedDecoderBlock(
+                num_heads=2, intermediate_dim=4, compression_factor=2, **_kw(init)
+            ),
+            (B, 5, 4),
+        ),
+        True,
+    ),
+    "MemoryCompressedDecoder": (
+        lambda init: _call(
+            ka.layers.MemoryCompressedDecoder(
+                "LMF", num_heads=2, intermediate_dim=4, local_block_size=2, **_kw(init)
+            ),
+            (B, 5, 4),
+        ),
+        True,
+    ),
     "UniversalTransformerEncoder": (
         lambda init: _call(
             ka.layers.UniversalTransformerEncoder(

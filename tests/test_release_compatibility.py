@@ -21,7 +21,8 @@ CASES = sorted(p.stem for p in RELEASE.glob("*.keras"))
 # Public classes added after release 0.2.0: it could not save them.
 ADDED_AFTER_0_2_0 = {
     "LSTMN", "LSTMNDeepFusionDecoder", "LSTMNShallowFusionDecoder",
-    "MemoryCompressedAttention",
+    "MemoryCompressedAttention", "MemoryCompressedDecoder",
+    "MemoryCompressedDecoderBlock",
 }  # fmt: skip
 
 

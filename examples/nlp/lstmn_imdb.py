@@ -57,7 +57,31 @@ Run:
     python examples/nlp/lstmn_imdb.py --data-dir ../shared/data/imdb \\
         --output-dir outputs/lstmn_imdb
 
-Measured: Not yet measured.
+Measured (2026-12-05, the command above pinned to one core with
+`taskset -c 0`, other work on the second core; TensorFlow 2.21.0, Keras
+3.15.1, the layer and this script as of commit 15134a6; seed 1337; 22,500
+training / 2,500 validation / 25,000 test reviews; the last 256 words keep
+82.0% of the words; 2 epochs each, the best validation epoch was the second
+for all three):
+
+    model           test accuracy  training   steps/s  weights
+    flat-lstmn      88.09%         3,183 s    0.221    6,160,702
+    flat-lstm       88.14%           263 s    2.675    6,120,602
+    flat-attention  88.90%           375 s    1.877    6,086,002
+
+The LSTMN does not beat the LSTM here (0.05 points behind, within what one
+seed can tell apart), and both are behind the BiGRU with attention
+pooling; the LSTMN took 12x the LSTM's training time (XLA against graph
+mode; 562 s against 41 s to read the test set). Cheng et al.'s gain was on
+SST sentences, not whole reviews. One seed: differences under about half a
+point are not resolved.
+
+The trained LSTMN's intra-attention over the longest sentence of test
+review 0 (`docs/img/lstmn_imdb_intra_attention.png`): the weights are
+spread (a row's largest weight falls from 0.53 at the second word to 0.09
+at the 28th), but each word's largest weight after the first five goes to
+the latest content word before it ("ghosts", then "realized", "forgotten",
+"did"), and the initial state takes 18% of a row's weight on average.
 """
 
 import argparse
