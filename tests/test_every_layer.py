@@ -451,7 +451,10 @@ def _fused_case(case):
     config = {**layer.get_config(), "attention_impl": "fused"}
     if "attention_dropout" in config:
         config["attention_dropout"] = 0.0
-    elif isinstance(layer, ka.layers.MultiHeadAttention):
+    elif isinstance(
+        layer, (ka.layers.MultiHeadAttention, ka.layers.MemoryCompressedAttention)
+    ):
+        # Keras' signature: `dropout` is the attention dropout there.
         config["dropout"] = 0.0
     return type(layer).from_config(config), inputs
 

@@ -119,6 +119,7 @@ from examples.common.cli import add_data_dir  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
 from examples.common.cli import status  # noqa: E402
 from examples.common.memory import proc_status  # noqa: E402
+from examples.common.memory import xla_bytes_used  # noqa: E402
 
 MODELS = ("local2d", "full", "pixelcnn")
 IMAGE_SIZE = 28
@@ -356,21 +357,8 @@ def measure_memory(name, args):
             "rss_bytes": None  # /proc unreadable (not Linux)
             if None in (result["base"], result["peak"])
             else max(result["peak"] - result["base"], 0),
-            "xla_bytes": _xla_bytes_used(dump),
+            "xla_bytes": xla_bytes_used(dump),
         }
-
-
-def _xla_bytes_used(dump):
-    """The largest "Total bytes used" of XLA's memory-usage reports (the
-    compiled training step: arguments, outputs and temporaries)."""
-    totals = [0]
-    for name in os.listdir(dump):
-        if name.endswith("memory-usage-report.txt"):
-            with open(os.path.join(dump, name)) as f:
-                first = f.readline()  # "Total bytes used: 123 (0.12MiB)"
-            if first.startswith("Total bytes used:"):
-                totals.append(int(first.split(":")[1].split()[0]))
-    return max(totals)
 
 
 # ---------------------------------------------------------------------------
