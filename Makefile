@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 PYTEST_ARGS ?=
+# `--dist worksteal`: a worker that runs out of tests takes some of the other's
+# queue, so one long test near the end of a queue no longer leaves a core idle.
 
 .PHONY: venv demo test test-large test-large-only test-jax test-jax-slow bench bench-jax gpu-wheels gpu-bundle gpu-check docs docs-serve docs-test figures lint format clean
 
@@ -20,16 +22,16 @@ demo: $(STAMP)
 	$(PY) examples/nlp/translate_dates.py --output-dir outputs/dates
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist worksteal $(PYTEST_ARGS)
 
 test-large: $(STAMP)
-	$(PY) -m pytest -q -n 2 -m "" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist worksteal -m "" $(PYTEST_ARGS)
 
 # The large set alone (`@pytest.mark.large`: the example scripts end to end,
 # the variants' compiled fits, multi-process and wheel installs, the browser
 # test): .ci/run runs it after `make test` and `make test-jax`.
 test-large-only: $(STAMP)
-	$(PY) -m pytest -q -n 2 -m large $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist worksteal -m large $(PYTEST_ARGS)
 
 # The whole suite on JAX (CPU). Tests that are TensorFlow-only by nature
 # (SavedModel export, tf.function tracing of unknown shapes, the tf.data /
@@ -44,11 +46,11 @@ $(JAX_STAMP): $(STAMP)
 	@touch $(JAX_STAMP)
 
 test-jax: $(JAX_STAMP)
-	KERAS_BACKEND=jax $(PY) -m pytest -q -n 2 -m "not large and not slow_on_jax" $(PYTEST_ARGS)
+	KERAS_BACKEND=jax $(PY) -m pytest -q -n 2 --dist worksteal -m "not large and not slow_on_jax" $(PYTEST_ARGS)
 
 # The rest of the quick suite on JAX: the tests marked `slow_on_jax`.
 test-jax-slow: $(JAX_STAMP)
-	KERAS_BACKEND=jax $(PY) -m pytest -q -n 2 -m "slow_on_jax and not large" $(PYTEST_ARGS)
+	KERAS_BACKEND=jax $(PY) -m pytest -q -n 2 --dist worksteal -m "slow_on_jax and not large" $(PYTEST_ARGS)
 
 # One process (a fresh child per memory point); prints markdown tables.
 # BENCH_ARGS="--sections layer --rounds 7" to narrow it; see benchmarks/README.md.

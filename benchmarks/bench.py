@@ -1537,7 +1537,7 @@ def long_rows(scope, names, length, backward, args, medians):
     times = interleaved(fns, args.rounds)
     mode = "fb" if backward else "fwd"
     memory = {
-        name: run_child(f"long-{mode}-{scope}-{name}", length, args, xla_report=True)
+        name: long_memory(f"long-{mode}-{scope}-{name}", length, backward, args)
         for name in fns
     }
     full = [name for name in LONG_FULL if name in times]  # chunked always runs
@@ -1555,6 +1555,16 @@ def long_rows(scope, names, length, backward, args, medians):
             print(long_row(row, times, memory), flush=True)
         rows.append(row)
     return rows
+
+
+def long_memory(point, length, backward, args):
+    """The memory of one of section 12's points, in a fresh child process.
+    Under `--smoke` only the forward+backward points start one: the
+    forward-only children run the same code, and each costs a TensorFlow
+    start and a compilation (the smoke test's time is CI's)."""
+    if args.smoke and not backward:
+        return {"status": "memory not measured under --smoke"}
+    return run_child(point, length, args, xla_report=True)
 
 
 def long_row(row, times, memory):

@@ -74,7 +74,7 @@ Run:
     python examples/nlp/long_document_extraction.py \\
         --data-dir ../shared/data/imdb --output-dir outputs/long_document_extraction
 
-Estimated time (an estimate, not a measurement): TODO
+Time: not yet measured or estimated at the defaults.
 
 Measured: not yet.
 """

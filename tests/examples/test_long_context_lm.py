@@ -160,11 +160,13 @@ def test_progress_takes_the_compilation_out(tmp_path, monkeypatch):
 @pytest.mark.tf_only(reason="the script feeds tf.data")
 def test_smoke_run(tmp_path, text_dir):
     out = tmp_path / "out"
+    # T-D and T-DMCA: every layer kind (F, L, M) at the default depth. The
+    # other two default patterns cost CI two more compilations each.
     argv = ["--smoke", "--data-dir", str(text_dir), "--no-check-hash",
-            "--output-dir", str(out)]  # fmt: skip
+            "--output-dir", str(out), "--patterns", "FFFFF", "LMLML"]  # fmt: skip
     summary = long_context_lm.main(argv)
     results = summary["patterns"]
-    assert list(results) == ["FFFFF", "LLLLL", "MMMMM", "LMLML"]
+    assert list(results) == ["FFFFF", "LMLML"]
     vocabulary = len(set((text_dir / "input.txt").read_text()))
     for name, result in results.items():
         curve = result["curve"]
