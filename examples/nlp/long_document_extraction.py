@@ -448,6 +448,8 @@ def fit(model, name, directory, phases, args, train_reviews):
             first += iterations
             continue
         if k > 0:
+            # The file holds the optimizer's state too: its variables must exist.
+            model.optimizer.build(model.trainable_variables)
             model.load_weights(os.path.join(directory, f"phase-{k - 1}.weights.h5"))
         start = max(first, done * steps)
         batches = training_batches(train_reviews, layout, args.batch_size,
@@ -457,6 +459,7 @@ def fit(model, name, directory, phases, args, train_reviews):
             batches,
             epochs=iterations // steps,
             steps_per_epoch=steps,
+            shuffle=False,  # a generator: the batches are drawn at random already
             callbacks=[Progress(name, steps, log_path, length, first // steps),
                        keras.callbacks.BackupAndRestore(backup)],
             verbose=0,
