@@ -29,23 +29,29 @@ digit by digit (an answer of several tokens), and 2,048 tokens are ~400
 words, about one and a half reviews.
 
 Why local attention fails by construction: a local layer (`BlockLocal1D`,
-blocks of `--local-block-size` 64 and a flange of one block) lets position
-`t` read from `floor(t / 64) * 64 - 64` on, and five stacked local layers
-reach back to `local_reach` of it, at most 6 blocks (384 characters). Every
+blocks of `--local-block-size` 32 and a flange of one block) lets position
+`t` read from `floor(t / 32) * 32 - 32` on, and five stacked local layers
+reach back to `local_reach` of it, at most 6 blocks (192 characters). Every
 record lies before `local_reach` of the first answer position (the first
-key of the question), so no answer token of `LLLLL` depends on a record at
-all (`test_long_document_extraction.py` checks it on the gradients):
-`LLLLL` can only guess, and is the experiment's "no document" control. The
-full and memory-compressed layers read every earlier position; at length
-2048 the records lie between 0 and 1,639 characters before the question.
+key of the question), less `--previous-tokens`, so no answer token of
+`LLLLL` depends on a record at all (`test_long_document_extraction.py`
+checks it on the gradients): `LLLLL` can only guess, and is the
+experiment's "no document" control. The full and memory-compressed layers
+read every earlier position; at length 2048 the records lie in the
+document's first 1,854 characters, from 170 to 2,024 characters before the
+question.
 
-Model: character embeddings (`--hidden-dim` 64, scaled by its square root)
-plus the sinusoidal encoding (memory-compressed layers refuse RoPE), the
-five-layer pre-LayerNorm decoder (`--num-heads` 2, `--intermediate-dim`
-256, `--compression-factor` 3), a dense layer to the 76 logits at the
-answer's digits. Adam, `--learning-rate` 3e-3 after `--warmup` (100)
-iterations, cosine decay to 10%, gradients clipped at norm 1, batches of
-`--batch-size` (8), `--iterations` (1000) each, under XLA.
+Model: character embeddings (`--hidden-dim` 64, plus a convolution over
+each character's and the `--previous-tokens` (2) before it, scaled by the
+square root of the width) and the sinusoidal encoding (memory-compressed
+layers refuse RoPE), the five-layer pre-LayerNorm decoder (`--num-heads` 4, `--intermediate-dim` 256,
+`--compression-factor` 3), a dense layer to the 76 logits at the answer's
+digits. Adam, `--learning-rate` 3e-3 after `--warmup` (100) iterations,
+cosine decay to 10%, gradients clipped at norm 1, batches of
+`--batch-size` (8) under XLA: first a `--curriculum` of shorter documents
+(400 iterations at 64 characters, then 800 at 256, the records out of the
+local layers' reach there too), then `--iterations` (400) at each compared
+length.
 
 Measures, per decoder and length, on the test documents: exact match of
 the whole answer (every digit right), decoded greedily and autoregressively

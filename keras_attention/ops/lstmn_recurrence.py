@@ -28,6 +28,7 @@ import keras
 from keras import ops
 
 from keras_attention.ops.loops import sequential_fori_loop
+from keras_attention.ops.loops import tensorflow_xla_context
 from keras_attention.ops.lstmn import SOURCE_STEP_INPUTS
 from keras_attention.ops.lstmn import SOURCE_TAPES
 from keras_attention.ops.lstmn import STEP_INPUTS
@@ -191,7 +192,9 @@ def _compiled_recurrence(names, fields, activations, return_attention):
         def grad(*upstream, **_):
             if len(upstream) == 1:  # JAX hands the outputs' structure over
                 upstream = tuple(upstream[0])
-            grads = lstmn_backward(inputs, weights, activations, tapes, upstream)
+            grads = _in_xla(lstmn_backward)(
+                inputs, weights, activations, tapes, upstream
+            )
             return tuple(grads[name] for name in names + fields)
 
         return outputs, grad
@@ -344,6 +347,26 @@ def _pullback(fn, primals, cotangents):
     )
     # A gather's gradient is an IndexedSlices: made dense to accumulate.
     return [tf.convert_to_tensor(g) for g in grads]
+
+
+def _in_xla(function):
+    """`function` compiled by XLA when TensorFlow traces a plain graph.
+
+    Grappler rewrites plain graphs, and its rewrite of the backward loop's
+    sums of tape-sized gradients (`AddOpsRewrite`, then a `TemporaryVariable`
+    per sum) fails inside the loop at larger sizes with an
+    `AlreadyExistsError` (TensorFlow issues 23780 and 38906; here from batch
+    64, 256 steps, 100 units). Compiled by XLA (as under `jit_compile=True`,
+    for each new shape), the loop never meets Grappler. Eager calls, XLA
+    traces and other backends run `function` as it is.
+    """
+    if keras.backend.backend() != "tensorflow" or tensorflow_xla_context():
+        return function
+    import tensorflow as tf
+
+    if tf.executing_eagerly():
+        return function
+    return tf.function(function, jit_compile=True, autograph=False)
 
 
 def _unrecorded():

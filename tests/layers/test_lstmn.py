@@ -558,3 +558,46 @@ def test_saved_model_serves_any_length(x):
                 ref.as_float64(model(longer)),
                 atol=1e-5,
             )
+
+
+@pytest.mark.tf_only
+def test_graph_mode_gradient_equals_the_eager_one():
+    """In a plain TensorFlow graph (`tf.function`, no XLA) the backward loop
+    runs compiled by XLA, out of Grappler's reach: the same gradients as
+    eagerly, with padding."""
+    import tensorflow as tf
+
+    layer = ka.layers.LSTMN(UNITS)
+    x = tf.constant(np.random.default_rng(3).normal(size=(B, T, D)), "float32")
+    mask = tf.constant([[True] * T, [True] * (T - 2) + [False] * 2])
+    layer(x, mask=mask)
+
+    def gradients(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            value = tf.reduce_sum(layer(x, mask=mask) ** 2)
+        return tape.gradient(value, [x] + layer.trainable_weights)
+
+    for eager, graph in zip(gradients(x), tf.function(gradients)(x), strict=True):
+        np.testing.assert_allclose(graph, eager, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.large
+@pytest.mark.tf_only
+def test_graph_mode_fit_of_a_long_batch():
+    """`fit` without XLA on 64 sequences of 256 steps, 100 units: Grappler's
+    rewrite of the backward loop failed there with an `AlreadyExistsError`
+    (TensorFlow issues 23780 and 38906) before the loop was compiled by XLA
+    in plain graphs."""
+    tokens = keras.Input((None,), dtype="int32")
+    x = keras.layers.Embedding(1000, 16, mask_zero=True)(tokens)
+    outputs = keras.layers.Dense(2)(ka.layers.LSTMN(100)(x))
+    model = keras.Model(tokens, outputs)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile("adam", loss, jit_compile=False)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, 1000, (64, 256))
+    ids[:, 200:] = 0
+    for _ in range(2):
+        value = model.train_on_batch(ids, rng.integers(0, 2, 64))
+        assert np.isfinite(value)
