@@ -16,6 +16,7 @@ from keras_attention.modifiers.mask_modifiers import AttentionSinks
 from keras_attention.modifiers.mask_modifiers import BlockLocal1D
 from keras_attention.modifiers.mask_modifiers import BlockLocal2D
 from keras_attention.modifiers.mask_modifiers import CausalMask
+from keras_attention.modifiers.mask_modifiers import CompressedCausalMask
 from keras_attention.modifiers.mask_modifiers import PrefixLM
 from keras_attention.modifiers.mask_modifiers import SegmentMask
 from keras_attention.modifiers.mask_modifiers import SlidingWindow
@@ -30,6 +31,7 @@ __all__ = [
     "BlockLocal1D",
     "BlockLocal2D",
     "CausalMask",
+    "CompressedCausalMask",
     "MaskModifier",
     "OrMask",
     "PrefixLM",

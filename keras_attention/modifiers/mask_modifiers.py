@@ -294,3 +294,41 @@ class BlockLocal1D(MaskModifier):
             "memory_flange": self.memory_flange,
             "causal": self.causal,
         }
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class CompressedCausalMask(MaskModifier):
+    """The causal rule over a compressed memory `[x_0; slot_1 .. slot_S_c]`
+    (`MemoryCompressedAttention`, Liu et al., 2018): query `i` reads the
+    first key always and slot `j` once every position it summarises is at
+    or before it, `j f - 1 <= i` (`f` the `compression_factor`; memory
+    index `j >= 1` is the slot of positions `[(j - 1) f, j f)`).
+
+    It is `ops.memory_compression_mask(..., use_causal_mask=True)` without
+    padding; with padding that mask is stricter, and the layer passes both.
+    Its `key_range` lets the chunked path skip the slots no query of a
+    block can read yet, about half of them.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_attention as ka
+    >>> mask = ka.modifiers.CompressedCausalMask(3)
+    >>> allowed = mask(0, 0, np.arange(7)[:, None], np.arange(4)[None, :])
+    >>> np.asarray(allowed, "int32")[[0, 2, 5, 6]].tolist()
+    [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 0]]
+    """
+
+    def __init__(self, compression_factor):
+        check_positive_int("compression_factor", compression_factor)
+        self.compression_factor = compression_factor
+
+    def __call__(self, batch, head, query, key):
+        complete = key * self.compression_factor - 1 <= query
+        return ops.logical_or(key == 0, complete)
+
+    def key_range(self, query_start, query_stop):
+        return 0, query_stop // self.compression_factor + 1
+
+    def get_config(self):
+        return {"compression_factor": self.compression_factor}

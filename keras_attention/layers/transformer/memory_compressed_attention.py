@@ -8,6 +8,7 @@ from keras_attention.keras_compat import first_mask
 from keras_attention.keras_compat import get_output_shape
 from keras_attention.keras_compat import trace_output_spec
 from keras_attention.layers.results import LayerResult
+from keras_attention.modifiers import CompressedCausalMask
 from keras_attention.ops.cache import cache_entries
 from keras_attention.validation import check_cache
 from keras_attention.validation import check_last_dim
@@ -358,11 +359,15 @@ class MemoryCompressedAttention(keras.layers.Layer):
             batch_size=ops.shape(query)[0],
             query_offset=0 if cache_update_index is None else cache_update_index,
         )  # (B, T, 1 + S_c)
+        memory_mask, modifier = self._causal_structure(
+            memory_mask, masks, key_real, use_causal_mask, cache_update_index
+        )
         heads, weights = ka_ops.multi_head_attention(
             q,
             self._memory(self.key_compression, k, key_real),
             self._memory(self.value_compression, v, key_real),
             attention_mask=memory_mask,
+            mask_modifier=modifier,
             attention_impl=self.attention_impl,
             return_weights=return_attention_scores,
             dropout_rate=self.dropout,
@@ -372,6 +377,24 @@ class MemoryCompressedAttention(keras.layers.Layer):
         )  # (B, T, N, Hv), (B, N, T, 1 + S_c) or None
         output = self.output_dense(heads)  # (B, T, *output_shape)
         return LayerResult(output, weights, caches, entries)
+
+    def _causal_structure(
+        self, memory_mask, masks, key_real, use_causal_mask, cache_update_index
+    ):
+        """`(attention_mask, mask_modifier)` for the attention over the
+        memory. A causal call without a cache update also passes the causal
+        rule as `CompressedCausalMask`, whose `key_range` lets the chunked
+        path skip the slots a query block cannot read yet (about half); the
+        dense mask is dropped when it says nothing more (no padding, no
+        `attention_mask`, no query mask)."""
+        if not use_causal_mask or cache_update_index is not None:
+            return memory_mask, None
+        modifier = CompressedCausalMask(self.compression_factor)
+        if key_real is None and all(
+            masks.get(name) is None for name in ("query_mask", "attention_mask")
+        ):
+            return None, modifier
+        return memory_mask, modifier
 
     def _keys_and_values(self, value, key, masks, cache, cache_update_index):
         """The uncompressed keys and values `(B, S, N, H)` the memory is made
