@@ -133,6 +133,8 @@ from examples.common.files import sha256  # noqa: E402
 from examples.common.runs import finish_run  # noqa: E402
 from examples.common.runs import learning_curve  # noqa: E402
 from examples.common.runs import load_finished_run  # noqa: E402
+from examples.common.runs import markdown_header  # noqa: E402
+from examples.common.runs import markdown_row  # noqa: E402
 from examples.common.runs import provenance  # noqa: E402
 from examples.common.runs import write_json  # noqa: E402
 
@@ -565,8 +567,7 @@ def write_table(results, args, path):
         f"{args.iterations} iterations of {args.batch_size}; evaluated on "
         "consecutive windows of length L covering the validation split)",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
+        *markdown_header(header),
     ]
     for name, result in results.items():
         cells = [
@@ -577,7 +578,7 @@ def write_table(results, args, path):
         ]
         if past:
             cells.append(f"{result['past_context_loss']:.4f}")
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(markdown_row(cells))
     if past and "learned" in results:
         lines += [
             "",
