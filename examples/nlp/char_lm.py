@@ -639,6 +639,13 @@ def plot(results, args, path):
 # ---------------------------------------------------------------------------
 
 
+def add_text_arguments(parser):
+    """The flags of `locate_text`, which `char_lstmn.py` reads the text
+    with too: `--data-dir` (holding `input.txt`) and `--no-check-hash`."""
+    add_data_dir(parser, "input.txt")
+    add_no_check_hash(parser, "accept an input.txt that is not tiny Shakespeare")
+
+
 def add_training_arguments(parser, context, batch_size, iterations, eval_interval):
     """The flags of `fit_windows`, which `char_lstmn.py` and
     `long_context_lm.py` train with too: `--context`, `--batch-size`,
@@ -669,8 +676,7 @@ def parse_args(argv=None):
         "Train character language models on tiny Shakespeare and "
         "compare position encodings beyond the training length."
     )
-    add_data_dir(parser, "input.txt")
-    add_no_check_hash(parser, "accept an input.txt that is not tiny Shakespeare")
+    add_text_arguments(parser)
     add_output_dir(parser, "outputs/char_lm", "results, plots, weights")
     add = parser.add_argument
     add("--positions", nargs="+", choices=POSITIONS, default=list(POSITIONS),

@@ -85,8 +85,6 @@ import numpy as np  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common import runs  # noqa: E402
-from examples.common.cli import add_data_dir  # noqa: E402
-from examples.common.cli import add_no_check_hash  # noqa: E402
 from examples.common.cli import add_output_dir  # noqa: E402
 from examples.common.cli import check_positive  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
@@ -343,8 +341,7 @@ def parse_args(argv=None):
         "LSTMN against an LSTM of as many weights, as character language "
         "models on tiny Shakespeare."
     )
-    add_data_dir(parser, "input.txt")
-    add_no_check_hash(parser, "accept an input.txt that is not tiny Shakespeare")
+    char_lm.add_text_arguments(parser)
     add_output_dir(parser, "outputs/char_lstmn", "results, plots, weights")
     add = parser.add_argument
     add("--models", nargs="+", choices=MODELS, default=list(MODELS),
