@@ -78,6 +78,16 @@ def provenance(script=None, argv=None):
     return record
 
 
+def markdown_row(cells):
+    """One row of a markdown table: `| a | b |`."""
+    return "| " + " | ".join(cells) + " |"
+
+
+def markdown_header(columns):
+    """A markdown table's first two lines: the `columns`, the rule below."""
+    return [markdown_row(columns), "|" + "---|" * len(columns)]
+
+
 def write_results(output_dir, results, args, table, source=None):
     """`results.json` (the results, the arguments and their `provenance`;
     `source`: the record, default `provenance()`) and `results.md`

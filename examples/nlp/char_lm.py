@@ -120,12 +120,21 @@ from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common.cli import add_data_dir  # noqa: E402
+from examples.common.cli import add_iterations  # noqa: E402
+from examples.common.cli import add_no_check_hash  # noqa: E402
+from examples.common.cli import add_output_dir  # noqa: E402
+from examples.common.cli import add_seed  # noqa: E402
+from examples.common.cli import add_transformer_size  # noqa: E402
+from examples.common.cli import check_iterations  # noqa: E402
+from examples.common.cli import check_positive  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
 from examples.common.cli import status  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
 from examples.common.runs import finish_run  # noqa: E402
 from examples.common.runs import learning_curve  # noqa: E402
 from examples.common.runs import load_finished_run  # noqa: E402
+from examples.common.runs import markdown_header  # noqa: E402
+from examples.common.runs import markdown_row  # noqa: E402
 from examples.common.runs import provenance  # noqa: E402
 from examples.common.runs import write_json  # noqa: E402
 
@@ -221,7 +230,54 @@ def attention_positions(positions, num_heads):
     return {}
 
 
-class CharTransformer(keras.Model):
+class TiedEmbeddingLM(keras.Model):
+    """nanoGPT's frame around a causal decoder: token embeddings, and the
+    same embeddings (transposed) as the output layer (`logits`). Its
+    tables start N(0, 0.02), a stream of its own each (`initializer`);
+    a subclass builds `self.decoder` with `decoder_options`."""
+
+    def __init__(self, vocabulary_size, hidden_dim, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.init_seed = seed
+        self.token_embedding = keras.layers.Embedding(
+            vocabulary_size,
+            hidden_dim,
+            embeddings_initializer=self.initializer(0),
+            name="tokens",
+        )
+
+    def initializer(self, offset):
+        """N(0, 0.02), seeded `seed + offset` (unseeded without a seed)."""
+        seed = None if self.init_seed is None else self.init_seed + offset
+        return keras.initializers.RandomNormal(stddev=0.02, seed=seed)
+
+    def decoder_options(self):
+        """The decoder's keyword arguments: pre-LN GELU blocks, N(0, 0.02)
+        kernels (the stack varies the seed per kernel)."""
+        return dict(
+            activation="gelu",
+            normalize_first=True,
+            kernel_initializer=self.initializer(2),
+            seed=self.init_seed,
+            name="decoder",
+        )
+
+    def embed(self, tokens, scale=False):
+        """`(B, T)` ids -> `(B, T, D)` embeddings; `scale`: times sqrt(D),
+        as Vaswani et al. (3.4) before adding the sinusoid (amplitude 1:
+        unscaled, embeddings of std 0.02 drown in it)."""
+        x = self.token_embedding(tokens)
+        if scale:
+            x = x * ops.cast(math.sqrt(ops.shape(x)[-1]), x.dtype)
+        return x
+
+    def logits(self, x):
+        """`(B, T, D)` decoder outputs -> `(B, T, V)` logits."""
+        kernel = ops.transpose(self.token_embedding.embeddings)  # (D, V)
+        return ops.matmul(x, kernel)
+
+
+class CharTransformer(TiedEmbeddingLM):
     """nanoGPT's GPT: token embedding (+ absolute positions), a pre-LN
     causal `TransformerDecoder` with a final LayerNorm, and the token
     embedding again (transposed) as the output layer."""
@@ -238,26 +294,18 @@ class CharTransformer(keras.Model):
         seed=None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
         if positions not in POSITIONS:
             raise ValueError(
                 f"`positions` must be one of {POSITIONS}. Received: {positions!r}"
             )
+        super().__init__(vocabulary_size, hidden_dim, seed=seed, **kwargs)
         self.positions = positions
-
-        def init(offset):  # N(0, 0.02), a stream of its own per table
-            offset_seed = None if seed is None else seed + offset
-            return keras.initializers.RandomNormal(stddev=0.02, seed=offset_seed)
-
-        self.token_embedding = keras.layers.Embedding(
-            vocabulary_size, hidden_dim, embeddings_initializer=init(0), name="tokens"
-        )
         self.position_layer = None
         if positions == "sinusoidal":
             self.position_layer = ka.layers.SinusoidalPositionEncoding()
         elif positions == "learned":
             self.position_layer = ka.layers.PositionEmbedding(
-                max_positions, initializer=init(1), name="positions"
+                max_positions, initializer=self.initializer(1), name="positions"
             )
         self.embedding_dropout = keras.layers.Dropout(dropout, seed=seed)
         self.decoder = ka.layers.TransformerDecoder(
@@ -265,26 +313,17 @@ class CharTransformer(keras.Model):
             num_heads=num_heads,
             intermediate_dim=4 * hidden_dim,
             dropout=dropout,
-            activation="gelu",
-            normalize_first=True,
-            kernel_initializer=init(2),  # the stack varies it per kernel
-            seed=seed,
-            name="decoder",
+            **self.decoder_options(),
             **attention_positions(positions, num_heads),
         )
 
     def call(self, tokens, training=None):
-        x = self.token_embedding(tokens)  # (B, T, D)
-        if self.positions == "sinusoidal":
-            # Vaswani et al. (3.4): the sinusoid has amplitude 1, the token
-            # embeddings start at std 0.02; unscaled, they drown in it.
-            x = x * ops.cast(math.sqrt(ops.shape(x)[-1]), x.dtype)
+        x = self.embed(tokens, scale=self.positions == "sinusoidal")  # (B, T, D)
         if self.position_layer is not None:
             x = x + self.position_layer(x)
         x = self.embedding_dropout(x, training=training)
         x = self.decoder(x, training=training)  # (B, T, D), causal
-        kernel = ops.transpose(self.token_embedding.embeddings)  # (D, V)
-        return ops.matmul(x, kernel)  # (B, T, V) logits
+        return self.logits(x)
 
 
 def build_optimizer(args):
@@ -304,6 +343,21 @@ def build_optimizer(args):
         beta_2=args.beta2,
         epsilon=1e-8,  # PyTorch's default
         global_clipnorm=args.grad_clip,
+    )
+
+
+def compile_model(model, args):
+    """`model` (built) compiled under XLA with `build_optimizer`'s AdamW and
+    the cross-entropy of its logits. As nanoGPT, only the matrices (and
+    embeddings) decay, not the biases and norms."""
+    optimizer = build_optimizer(args)
+    optimizer.exclude_from_weight_decay(
+        var_list=[v for v in model.trainable_variables if len(v.shape) < 2]
+    )
+    model.compile(
+        optimizer=optimizer,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=True,
     )
 
 
@@ -415,6 +469,40 @@ class Progress(keras.callbacks.Callback):
         )
 
 
+def fit_windows(model, name, args, train_ids, validation, **options):
+    """Fit `model` (the run `name` in `--output-dir`) on `--iterations`
+    random batches of `train_ids` (`training_batches`), validating on the
+    windows `validation` and logging (`Progress`) every `--eval-interval`,
+    with a backup a killed run resumes from. `options`: `iterations`,
+    `progress_type` (a `Progress`), `validation_batch_size` (default:
+    8192 characters). Returns the `Progress` and `{"fit_wall_seconds",
+    "epochs_this_call"}` of this call."""
+    directory = os.path.join(args.output_dir, name)
+    steps = args.eval_interval
+    progress_type = options.get("progress_type", Progress)
+    progress = progress_type(name, steps, os.path.join(directory, "log.csv"))
+    default_batch = max(1, 8192 // args.context)
+    start = time.perf_counter()
+    model.fit(
+        training_batches(train_ids, args.context, args.batch_size, args.seed),
+        epochs=options.get("iterations", args.iterations) // steps,
+        steps_per_epoch=steps,
+        validation_data=validation,
+        validation_batch_size=options.get("validation_batch_size", default_batch),
+        callbacks=[
+            progress,
+            keras.callbacks.BackupAndRestore(os.path.join(directory, "backup")),
+        ],
+        shuffle=False,  # the batches are drawn at random
+        verbose=0,
+    )
+    timing = {
+        "fit_wall_seconds": time.perf_counter() - start,  # with the validations
+        "epochs_this_call": len(progress.seconds),
+    }
+    return progress, timing
+
+
 def train_method(args, positions, train_ids, val_ids, vocabulary_size):
     """Train (or resume, or reload) one model; returns it and its record."""
     directory = os.path.join(args.output_dir, positions)
@@ -438,44 +526,17 @@ def train_method(args, positions, train_ids, val_ids, vocabulary_size):
         name=f"char_lm_{positions}",
     )
     model(np.zeros((1, args.context), "int32"))  # build
-    optimizer = build_optimizer(args)
-    # nanoGPT decays the matrices (and embeddings) only, not biases and norms.
-    optimizer.exclude_from_weight_decay(
-        var_list=[v for v in model.trainable_variables if len(v.shape) < 2]
-    )
-    model.compile(
-        optimizer=optimizer,
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=True,
-    )
+    compile_model(model, args)
 
     record = load_finished_run(model, config, record_path, weights_path, positions)
     if record is not None:
         return model, record
 
     steps = args.eval_interval
-    x_val, y_val = strided_windows(val_ids, args.context)
-    log_path = os.path.join(directory, "log.csv")
-    progress = Progress(positions, steps, log_path)
-    start = time.perf_counter()
-    model.fit(
-        training_batches(train_ids, args.context, args.batch_size, args.seed),
-        epochs=args.iterations // steps,
-        steps_per_epoch=steps,
-        validation_data=(x_val, y_val),
-        validation_batch_size=max(1, 8192 // args.context),
-        callbacks=[
-            progress,
-            keras.callbacks.BackupAndRestore(os.path.join(directory, "backup")),
-        ],
-        shuffle=False,  # the batches are drawn at random
-        verbose=0,
-    )
-    wall_seconds = time.perf_counter() - start
-    record, rows = finish_run(model, config, weights_path, log_path)
-    record |= {
-        "fit_wall_seconds": wall_seconds,  # this call, with the validations
-        "epochs_this_call": len(progress.seconds),
+    validation = strided_windows(val_ids, args.context)
+    progress, timing = fit_windows(model, positions, args, train_ids, validation)
+    record, rows = finish_run(model, config, weights_path, progress.log_path)
+    record |= timing | {
         # The median interval: without the first one's XLA compilation.
         "ms_per_iteration": (
             1000 * float(np.median(progress.seconds)) / steps
@@ -506,8 +567,7 @@ def write_table(results, args, path):
         f"{args.iterations} iterations of {args.batch_size}; evaluated on "
         "consecutive windows of length L covering the validation split)",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
+        *markdown_header(header),
     ]
     for name, result in results.items():
         cells = [
@@ -518,7 +578,7 @@ def write_table(results, args, path):
         ]
         if past:
             cells.append(f"{result['past_context_loss']:.4f}")
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(markdown_row(cells))
     if past and "learned" in results:
         lines += [
             "",
@@ -579,47 +639,63 @@ def plot(results, args, path):
 # ---------------------------------------------------------------------------
 
 
+def add_text_arguments(parser):
+    """The flags of `locate_text`, which `char_lstmn.py` reads the text
+    with too: `--data-dir` (holding `input.txt`) and `--no-check-hash`."""
+    add_data_dir(parser, "input.txt")
+    add_no_check_hash(parser, "accept an input.txt that is not tiny Shakespeare")
+
+
+def add_training_arguments(parser, context, batch_size, iterations, eval_interval):
+    """The flags of `fit_windows`, which `char_lstmn.py` and
+    `long_context_lm.py` train with too: `--context`, `--batch-size`,
+    `--iterations`, `--eval-interval`, `--grad-clip` and `--seed`."""
+    add = parser.add_argument
+    add("--context", type=int, default=context, help="training window (characters)")
+    add("--batch-size", type=int, default=batch_size, help="windows per iteration")
+    add_iterations(parser, iterations, eval_interval)
+    add("--grad-clip", type=float, default=1.0, help="global gradient norm clip")
+    add_seed(parser)
+
+
+def add_optimizer_arguments(parser, min_lr, min_lr_help, warmup_iters):
+    """The flags of `build_optimizer` (with `--iterations` and
+    `--grad-clip`), which `long_context_lm.py` trains with too: `--lr`,
+    `--min-lr`, `--warmup-iters`, `--beta2` and `--weight-decay`."""
+    add = parser.add_argument
+    add("--lr", type=float, default=1e-3, help="peak learning rate (after the warm-up)")
+    add("--min-lr", type=float, default=min_lr, help=min_lr_help)
+    add("--warmup-iters", type=int, default=warmup_iters,
+        help="linear warm-up iterations")  # fmt: skip
+    add("--beta2", type=float, default=0.99, help="AdamW beta_2")
+    add("--weight-decay", type=float, default=0.1, help="AdamW weight decay")
+
+
 def parse_args(argv=None):
     parser = example_parser(
         "Train character language models on tiny Shakespeare and "
         "compare position encodings beyond the training length."
     )
-    add_data_dir(parser, "input.txt")
+    add_text_arguments(parser)
+    add_output_dir(parser, "outputs/char_lm", "results, plots, weights")
     add = parser.add_argument
-    add("--no-check-hash", action="store_true",
-        help="accept an input.txt that is not tiny Shakespeare")  # fmt: skip
-    add("--output-dir", default="outputs/char_lm", help="results, plots, weights")
     add("--positions", nargs="+", choices=POSITIONS, default=list(POSITIONS),
         help="position methods to train, one model each")  # fmt: skip
     add("--eval-lengths", nargs="+", type=int, default=[256, 512, 1024],
         help="validation window lengths")  # fmt: skip
-    add("--num-layers", type=int, default=4, help="Transformer blocks")
-    add("--num-heads", type=int, default=4, help="attention heads")
-    add("--hidden-dim", type=int, default=128, help="model width")
-    add("--context", type=int, default=256, help="training context (characters)")
-    add("--batch-size", type=int, default=12, help="windows per iteration")
-    add("--iterations", type=int, default=2000, help="training iterations")
-    add("--eval-interval", type=int, default=250,
-        help="iterations between validations and backups (divides --iterations)")  # fmt: skip
-    add("--dropout", type=float, default=0.0, help="dropout rate")
-    add("--lr", type=float, default=1e-3, help="peak learning rate")
-    add("--min-lr", type=float, default=1e-4, help="learning rate at the end")
-    add("--warmup-iters", type=int, default=100, help="linear warm-up iterations")
-    add("--beta2", type=float, default=0.99, help="AdamW beta_2")
-    add("--weight-decay", type=float, default=0.1, help="AdamW weight decay")
-    add("--grad-clip", type=float, default=1.0, help="global gradient norm clip")
-    add("--seed", type=int, default=1337, help="random seed")
+    add_transformer_size(parser, num_layers=4, num_heads=4, hidden_dim=128, dropout=0.0)
+    add_training_arguments(parser, context=256, batch_size=12, iterations=2000,
+                           eval_interval=250)  # fmt: skip
+    add_optimizer_arguments(parser, 1e-4, "learning rate at the end", warmup_iters=100)
     add("--prompt", default="\n", help="text that starts each sample")
     add("--sample-length", type=int, default=500, help="characters per sample")
     add("--num-samples", type=int, default=2, help="samples per method")
     add("--temperature", type=float, default=0.8, help="sampling temperature")
     args = parser.parse_args(argv)
-    for name in ("num_layers", "num_heads", "hidden_dim", "context", "batch_size",
-                 "iterations", "eval_interval", "sample_length", "num_samples"):  # fmt: skip
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
-    if args.iterations % args.eval_interval:
-        parser.error("--eval-interval must divide --iterations")
+    check_positive(parser, args, ("num_layers", "num_heads", "hidden_dim", "context",
+                                  "batch_size", "iterations", "eval_interval",
+                                  "sample_length", "num_samples"))  # fmt: skip
+    check_iterations(parser, args)
     if args.hidden_dim % args.num_heads:
         parser.error("--hidden-dim must be a multiple of --num-heads")
     if min(args.eval_lengths) < 1 or not args.prompt:

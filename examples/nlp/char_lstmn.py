@@ -73,7 +73,6 @@ Longer runs (`--iterations`) and other seeds are not measured.
 import math
 import os
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The repository root, for the helpers shared by the examples.
@@ -86,7 +85,8 @@ import numpy as np  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common import runs  # noqa: E402
-from examples.common.cli import add_data_dir  # noqa: E402
+from examples.common.cli import add_output_dir  # noqa: E402
+from examples.common.cli import check_positive  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
 from examples.common.cli import status  # noqa: E402
 from keras_attention.visualization import plot_attention  # noqa: E402
@@ -231,29 +231,14 @@ def train_model(kind, units, iterations, args, train_ids, val_ids, vocabulary_si
         return record
 
     steps = args.eval_interval
-    log_path = os.path.join(directory, "log.csv")
-    progress = char_lm.Progress(kind, steps, log_path)
-    start = time.perf_counter()
-    model.fit(
-        char_lm.training_batches(train_ids, args.context, args.batch_size, args.seed),
-        epochs=iterations // steps,
-        steps_per_epoch=steps,
-        validation_data=char_lm.strided_windows(val_ids, args.context),
-        validation_batch_size=max(1, 8192 // args.context),
-        callbacks=[
-            progress,
-            keras.callbacks.BackupAndRestore(os.path.join(directory, "backup")),
-        ],
-        shuffle=False,  # the batches are drawn at random
-        verbose=0,
+    validation = char_lm.strided_windows(val_ids, args.context)
+    progress, timing = char_lm.fit_windows(
+        model, kind, args, train_ids, validation, iterations=iterations
     )
-    wall_seconds = time.perf_counter() - start
-    record, rows = runs.finish_run(model, config, weights_path, log_path)
+    record, rows = runs.finish_run(model, config, weights_path, progress.log_path)
     curve = bpc_curve(rows, steps)
     interval = float(np.median([float(r["seconds"]) for r in rows]))
-    record |= {
-        "fit_wall_seconds": wall_seconds,  # this call, with the validations
-        "epochs_this_call": len(progress.seconds),
+    record |= timing | {
         # The median interval: without the first one's XLA compilation.
         "ms_per_iteration": 1000 * interval / steps,
         "curve": curve,
@@ -356,31 +341,22 @@ def parse_args(argv=None):
         "LSTMN against an LSTM of as many weights, as character language "
         "models on tiny Shakespeare."
     )
-    add_data_dir(parser, "input.txt")
+    char_lm.add_text_arguments(parser)
+    add_output_dir(parser, "outputs/char_lstmn", "results, plots, weights")
     add = parser.add_argument
-    add("--no-check-hash", action="store_true",
-        help="accept an input.txt that is not tiny Shakespeare")  # fmt: skip
-    add("--output-dir", default="outputs/char_lstmn", help="results, plots, weights")
     add("--models", nargs="+", choices=MODELS, default=list(MODELS),
         help="models to train")  # fmt: skip
     add("--units", type=int, default=128,
         help="LSTMN units (the LSTM's width matches its weight count)")  # fmt: skip
     add("--embedding-dim", type=int, default=64, help="character embedding width")
-    add("--context", type=int, default=128, help="training window (characters)")
-    add("--batch-size", type=int, default=32, help="windows per iteration")
-    add("--iterations", type=int, default=3000, help="training iterations")
+    char_lm.add_training_arguments(parser, context=128, batch_size=32,
+                                   iterations=3000, eval_interval=100)  # fmt: skip
     add("--lstm-iterations", type=int, default=0,
         help="the LSTM's iterations, if not --iterations (see the header)")  # fmt: skip
-    add("--eval-interval", type=int, default=100,
-        help="iterations between validations and backups (divides --iterations)")  # fmt: skip
     add("--lr", type=float, default=2e-3, help="Adam's (constant) learning rate")
-    add("--grad-clip", type=float, default=1.0, help="global gradient norm clip")
-    add("--seed", type=int, default=1337, help="random seed")
     args = parser.parse_args(argv)
-    for name in ("units", "embedding_dim", "context", "batch_size", "iterations",
-                 "eval_interval"):  # fmt: skip
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
+    check_positive(parser, args, ("units", "embedding_dim", "context", "batch_size",
+                                  "iterations", "eval_interval"))  # fmt: skip
     args.lstm_iterations = args.lstm_iterations or args.iterations
     if (
         args.iterations % args.eval_interval

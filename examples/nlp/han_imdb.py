@@ -79,6 +79,12 @@ from keras import ops  # noqa: E402
 import keras_attention as ka  # noqa: E402
 from examples.common import runs  # noqa: E402
 from examples.common.cli import add_data_dir  # noqa: E402
+from examples.common.cli import add_no_check_hash  # noqa: E402
+from examples.common.cli import add_output_dir  # noqa: E402
+from examples.common.cli import add_seed  # noqa: E402
+from examples.common.cli import add_smoke  # noqa: E402
+from examples.common.cli import apply_smoke  # noqa: E402
+from examples.common.cli import check_positive  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
 from examples.common.cli import status  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
@@ -569,8 +575,7 @@ def add_shared_arguments(parser):
     """The arguments of the data, the word vectors and training, which
     `lstmn_imdb.py` shares (it reads the same words the same way)."""
     add = parser.add_argument
-    add("--no-check-hash", action="store_true",
-        help="accept data files with other checksums")  # fmt: skip
+    add_no_check_hash(parser, "accept data files with other checksums")
     add("--vocabulary-size", type=int, default=30000, help="words kept (with 0, OOV)")
     add("--sentences", type=int, default=30, help="sentences kept per review (N)")
     add("--words", type=int, default=40, help="words kept per sentence (W)")
@@ -593,21 +598,17 @@ def add_shared_arguments(parser):
         help="share of the training reviews held out to pick the best epoch")  # fmt: skip
     add("--limit", type=int, default=0, help="use only this many reviews per split")
     add("--review", type=int, default=0, help="test review whose attention is drawn")
-    add("--seed", type=int, default=1337, help="random seed")
+    add_seed(parser)
 
 
 def finish_arguments(parser, args, argv, smoke, positive):
     """`args` checked, after `--smoke` set the values of `smoke` that the
     command line leaves out; `positive`: the names that must be >= 1 (with
     the shared ones)."""
-    if args.smoke:
-        for name, value in smoke.items():
-            if f"--{name.replace('_', '-')}" not in (argv or sys.argv[1:]):
-                setattr(args, name, value)
-    for name in ("vocabulary_size", "sentences", "words", "embedding_dim",
-                 "attention_units", "batch_size", "epochs", *positive):  # fmt: skip
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
+    apply_smoke(args, smoke, argv)
+    check_positive(parser, args, ("vocabulary_size", "sentences", "words",
+                                  "embedding_dim", "attention_units", "batch_size",
+                                  "epochs", *positive))  # fmt: skip
     if not 0 <= args.last_sentences <= args.sentences:
         parser.error("--last-sentences must be in [0, --sentences]")
     if not 0 < args.validation_fraction < 1:
@@ -620,12 +621,11 @@ def parse_args(argv=None):
     add_data_dir(parser, "train.jsonl.gz and test.jsonl.gz (or aclImdb_v1.tar.gz)")
     add_shared_arguments(parser)
     add = parser.add_argument
-    add("--output-dir", default="outputs/han_imdb", help="results, weights, pictures")
+    add_output_dir(parser, "outputs/han_imdb", "results, weights, pictures")
     add("--models", nargs="+", choices=MODELS, default=list(MODELS),
         help="models to train and compare")  # fmt: skip
     add("--units", type=int, default=50, help="GRU units per direction")
-    add("--smoke", action="store_true",
-        help="a tiny run: 200 reviews per split, small models, 1 epoch")  # fmt: skip
+    add_smoke(parser, "a tiny run: 200 reviews per split, small models, 1 epoch")
     smoke = dict(limit=200, vocabulary_size=500, sentences=4, words=8,
                  embedding_dim=8, units=4, attention_units=6, epochs=1,
                  last_sentences=1)  # fmt: skip

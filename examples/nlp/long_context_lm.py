@@ -176,11 +176,16 @@ sys.path.insert(0, ROOT)  # the repository root, for the shared helpers
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common import runs  # noqa: E402
 from examples.common.cli import add_data_dir  # noqa: E402
+from examples.common.cli import add_no_check_hash  # noqa: E402
+from examples.common.cli import add_output_dir  # noqa: E402
+from examples.common.cli import add_smoke  # noqa: E402
+from examples.common.cli import apply_smoke  # noqa: E402
+from examples.common.cli import check_iterations  # noqa: E402
+from examples.common.cli import check_positive  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
 from examples.common.cli import status  # noqa: E402
 from examples.common.memory import proc_status  # noqa: E402
@@ -279,22 +284,13 @@ def eval_batch_size(windows, context, tokens=8192):
 # ---------------------------------------------------------------------------
 
 
-class LongContextLM(keras.Model):
+class LongContextLM(char_lm.TiedEmbeddingLM):
     """Embeddings (x sqrt(D)) + sinusoidal positions, the
     `MemoryCompressedDecoder` of `pattern`, the embeddings (transposed) as
-    output layer. `char_lm.CharTransformer` with another decoder: it builds
-    a `TransformerDecoder`, so it is not reused."""
+    output layer: `char_lm.CharTransformer` with another decoder."""
 
     def __init__(self, vocabulary_size, pattern, args, seed=None, **kwargs):
-        super().__init__(**kwargs)
-
-        def init(offset):  # N(0, 0.02), a stream of its own per table
-            offset_seed = None if seed is None else seed + offset
-            return keras.initializers.RandomNormal(stddev=0.02, seed=offset_seed)
-
-        self.token_embedding = keras.layers.Embedding(
-            vocabulary_size, args.width, embeddings_initializer=init(0), name="tokens"
-        )
+        super().__init__(vocabulary_size, args.width, seed=seed, **kwargs)
         self.positions = ka.layers.SinusoidalPositionEncoding(name="positions")
         self.decoder = ka.layers.MemoryCompressedDecoder(
             pattern,
@@ -304,21 +300,14 @@ class LongContextLM(keras.Model):
             local_block_size=args.block_size,
             local_memory_flange=args.flange,
             attention_impl=args.attention_impl,
-            activation="gelu",
-            normalize_first=True,
-            kernel_initializer=init(2),  # the stack varies it per kernel
-            seed=seed,
-            name="decoder",
+            **self.decoder_options(),
         )
 
     def call(self, tokens, training=None):
-        x = self.token_embedding(tokens)  # (B, T, D)
-        # Vaswani et al. (3.4): the sinusoid has amplitude 1 (char_lm.py).
-        x = x * ops.cast(math.sqrt(ops.shape(x)[-1]), x.dtype)
+        x = self.embed(tokens, scale=True)  # (B, T, D)
         x = x + self.positions(x)
         x = self.decoder(x, training=training)  # (B, T, D), causal
-        kernel = ops.transpose(self.token_embedding.embeddings)  # (D, V)
-        return ops.matmul(x, kernel)  # (B, T, V) logits
+        return self.logits(x)
 
 
 def build_model(pattern, args, vocabulary_size):
@@ -333,16 +322,7 @@ def build_model(pattern, args, vocabulary_size):
     with ka.ops.recording_attention_plans() as plans:
         model(tokens)
     model.attention_paths = [plan.impl for plan in plans]  # one per layer
-    optimizer = char_lm.build_optimizer(args)
-    # Decay the matrices (and embeddings) only, not biases and norms.
-    optimizer.exclude_from_weight_decay(
-        var_list=[v for v in model.trainable_variables if len(v.shape) < 2]
-    )
-    model.compile(
-        optimizer=optimizer,
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=True,
-    )
+    char_lm.compile_model(model, args)
     return model
 
 
@@ -392,30 +372,15 @@ def train_pattern(args, pattern, train_ids, validation, vocabulary_size):
         return record
 
     steps = args.eval_interval
-    log_path = os.path.join(directory, "log.csv")
-    progress = Progress(pattern, steps, log_path)
-    start = time.perf_counter()
-    model.fit(
-        char_lm.training_batches(train_ids, args.context, args.batch_size, args.seed),
-        epochs=args.iterations // steps,
-        steps_per_epoch=steps,
-        validation_data=validation,
+    progress, timing = char_lm.fit_windows(
+        model, pattern, args, train_ids, validation, progress_type=Progress,
         validation_batch_size=eval_batch_size(len(validation[0]), args.context),
-        callbacks=[
-            progress,
-            keras.callbacks.BackupAndRestore(os.path.join(directory, "backup")),
-        ],
-        shuffle=False,  # the batches are drawn at random
-        verbose=0,
-    )
-    wall_seconds = time.perf_counter() - start
-    record, rows = runs.finish_run(model, config, weights_path, log_path)
+    )  # fmt: skip
+    record, rows = runs.finish_run(model, config, weights_path, progress.log_path)
     curve = char_lstmn.bpc_curve(rows, steps)  # seconds: training only
     seconds = float(np.median([float(r["seconds"]) for r in rows])) / steps
-    record |= {
-        "fit_wall_seconds": wall_seconds,  # this call, with the validations
+    record |= timing | {
         "compile_seconds": progress.compile_seconds,  # this call's
-        "epochs_this_call": len(progress.seconds),
         "ms_per_iteration": 1000 * seconds,
         "tokens_per_second": args.batch_size * args.context / seconds,
         "attention_paths": model.attention_paths,
@@ -564,17 +529,12 @@ def parse_args(argv=None):
     add_data_dir(parser, "input.txt (shakespeare) or train.jsonl.gz (imdb)")
     add = parser.add_argument
     add("--corpus", choices=CORPORA, default="shakespeare", help="the text")
-    add("--no-check-hash", action="store_true",
-        help="accept data files with other checksums (other text)")  # fmt: skip
-    add("--output-dir", default="outputs/long_context_lm",
-        help="results, plot, weights")  # fmt: skip
+    add_no_check_hash(parser, "accept data files with other checksums (other text)")
+    add_output_dir(parser, "outputs/long_context_lm", "results, plot, weights")
     add("--patterns", nargs="+", default=list(PATTERNS),
         help="layer patterns to train, one model each (letters L, M, F)")  # fmt: skip
-    add("--context", type=int, default=2048, help="training window (characters)")
-    add("--batch-size", type=int, default=2, help="windows per iteration")
-    add("--iterations", type=int, default=500, help="training iterations")
-    add("--eval-interval", type=int, default=50,
-        help="iterations between validations and backups (divides --iterations)")  # fmt: skip
+    char_lm.add_training_arguments(parser, context=2048, batch_size=2,
+                                   iterations=500, eval_interval=50)  # fmt: skip
     add("--eval-windows", type=int, default=64,
         help="at most this many validation windows (evenly spaced)")  # fmt: skip
     add("--width", type=int, default=128, help="model width")
@@ -585,20 +545,15 @@ def parse_args(argv=None):
     add("--factor", type=int, default=3, help="compression of the M layers")
     add("--attention-impl", choices=("auto", "chunked", "dense"), default="auto",
         help="attention path of every layer (see the header)")  # fmt: skip
-    add("--lr", type=float, default=1e-3, help="learning rate after the warm-up")
-    add("--min-lr", type=float, default=None,
-        help="cosine decay to this at the end (default: constant --lr)")  # fmt: skip
-    add("--warmup-iters", type=int, default=50, help="linear warm-up iterations")
-    add("--beta2", type=float, default=0.99, help="AdamW beta_2")
-    add("--weight-decay", type=float, default=0.1, help="AdamW weight decay")
-    add("--grad-clip", type=float, default=1.0, help="global gradient norm clip")
-    add("--seed", type=int, default=1337, help="random seed")
+    char_lm.add_optimizer_arguments(
+        parser, None, "cosine decay to this at the end (default: constant --lr)",
+        warmup_iters=50,
+    )  # fmt: skip
     add("--no-memory", action="store_true",
         help="skip the memory measurement (a fresh process per pattern)")  # fmt: skip
     add("--time-iterations", type=int, default=0,
         help="only time this many training iterations of each pattern")  # fmt: skip
-    add("--smoke", action="store_true",
-        help=f"a tiny run: {SMOKE} unless given")  # fmt: skip
+    add_smoke(parser, f"a tiny run: {SMOKE} unless given")
     add("--memory-point", default=None, help=argparse.SUPPRESS)
     add("--memory-vocabulary", type=int, default=65, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -607,19 +562,13 @@ def parse_args(argv=None):
 
 def finish_arguments(parser, args, argv):
     """`--smoke` applied to the flags `argv` leaves out, then the checks."""
-    given = {a.split("=")[0][2:].replace("-", "_") for a in argv if a[:2] == "--"}
-    if args.smoke:
-        for name, value in SMOKE.items():
-            if name not in given:
-                setattr(args, name, value)
-    for name in ("context", "batch_size", "iterations", "eval_interval",
-                 "eval_windows", "width", "heads", "block_size", "factor"):  # fmt: skip
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
+    apply_smoke(args, SMOKE, argv)
+    check_positive(parser, args, ("context", "batch_size", "iterations",
+                                  "eval_interval", "eval_windows", "width", "heads",
+                                  "block_size", "factor"))  # fmt: skip
     if min(args.flange or 0, args.time_iterations) < 0:
         parser.error("--flange and --time-iterations must be >= 0")
-    if args.iterations % args.eval_interval:
-        parser.error("--eval-interval must divide --iterations")
+    check_iterations(parser, args)
     if args.width % args.heads:
         parser.error("--width must be a multiple of --heads")
     bad = [p for p in args.patterns if not p or set(p) - set("LMF")]

@@ -105,6 +105,15 @@ from keras import ops  # noqa: E402
 import keras_attention as ka  # noqa: E402
 from examples.common import runs  # noqa: E402
 from examples.common.cli import add_data_dir  # noqa: E402
+from examples.common.cli import add_iterations  # noqa: E402
+from examples.common.cli import add_no_check_hash  # noqa: E402
+from examples.common.cli import add_output_dir  # noqa: E402
+from examples.common.cli import add_seed  # noqa: E402
+from examples.common.cli import add_smoke  # noqa: E402
+from examples.common.cli import add_transformer_size  # noqa: E402
+from examples.common.cli import apply_smoke  # noqa: E402
+from examples.common.cli import check_iterations  # noqa: E402
+from examples.common.cli import check_positive  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
 from examples.common.cli import status  # noqa: E402
 
@@ -556,10 +565,9 @@ def parse_args(argv=None):
     )
     add_data_dir(parser, "train.jsonl.gz and test.jsonl.gz (or aclImdb_v1.tar.gz)")
     add = parser.add_argument
-    add("--no-check-hash", action="store_true",
-        help="accept data files with other checksums")  # fmt: skip
-    add("--output-dir", default="outputs/long_document_extraction",
-        help="results and, per decoder and length, weights and logs")  # fmt: skip
+    add_no_check_hash(parser, "accept data files with other checksums")
+    add_output_dir(parser, "outputs/long_document_extraction",
+                   "results and, per decoder and length, weights and logs")  # fmt: skip
     add("--lengths", type=int, nargs="+", default=[2048],
         help="input lengths in characters (document, separator and answer)")  # fmt: skip
     add("--patterns", type=check_pattern, nargs="+", default=list(PATTERNS),
@@ -569,9 +577,7 @@ def parse_args(argv=None):
     add("--value-length", type=int, default=2, help="digits per record")
     add("--previous-tokens", type=int, default=2,
         help="the embedding of a character adds those of this many before it")  # fmt: skip
-    add("--hidden-dim", type=int, default=64, help="model width")
-    add("--num-heads", type=int, default=4, help="attention heads")
-    add("--intermediate-dim", type=int, default=256, help="feed-forward width")
+    add_transformer_size(parser, hidden_dim=64, num_heads=4, intermediate_dim=256)
     add("--compression-factor", type=int, default=3, help="f of the M layers")
     add("--local-block-size", type=int, default=32, help="blocks of the L layers")
     add("--local-memory-flange", type=int, default=None,
@@ -583,10 +589,11 @@ def parse_args(argv=None):
         metavar="LENGTH:ITERATIONS",
         help="shorter documents trained on first, facts anywhere in them "
              "(nothing: none)")  # fmt: skip
-    add("--iterations", type=int, default=400,
-        help="training iterations at each compared length, after the curriculum")  # fmt: skip
-    add("--eval-interval", type=int, default=50,
-        help="iterations between log rows and backups (divides --iterations)")  # fmt: skip
+    add_iterations(
+        parser, 400, 50,
+        help="training iterations at each compared length, after the curriculum",
+        interval_help="iterations between log rows and backups",
+    )  # fmt: skip
     add("--learning-rate", type=float, default=3e-3, help="Adam's peak rate")
     add("--warmup", type=int, default=100, help="warm-up iterations")
     add("--jit-compile", action=argparse.BooleanOptionalAction, default=True,
@@ -595,9 +602,8 @@ def parse_args(argv=None):
     add("--test-documents", type=int, default=256, help="held-out test documents")
     add("--eval-batch-size", type=int, default=32, help="test documents per batch")
     add("--test-seed", type=int, default=0, help="seed of the test documents")
-    add("--seed", type=int, default=1337, help="seed of training and weights")
-    add("--smoke", action="store_true",
-        help="a tiny run: short documents, a tiny model, a few iterations")  # fmt: skip
+    add_seed(parser, help="seed of training and weights")
+    add_smoke(parser, "a tiny run: short documents, a tiny model, a few iterations")
     args = parser.parse_args(argv)
     return finish_arguments(parser, args, argv)
 
@@ -611,24 +617,17 @@ SMOKE = dict(lengths=[96], num_facts=2, hidden_dim=16, num_heads=2,
 def finish_arguments(parser, args, argv):
     """`args` checked, after `--smoke` set the values of `SMOKE` that the
     command line leaves out; the local flange resolved."""
-    given = argv if argv is not None else sys.argv[1:]
-    if args.smoke:
-        for name, value in SMOKE.items():
-            flag = f"--{name.replace('_', '-')}"
-            if flag not in given and f"--no-{flag[2:]}" not in given:
-                setattr(args, name, value)
-    for name in ("num_facts", "value_length", "hidden_dim", "num_heads",
-                 "intermediate_dim", "compression_factor", "local_block_size",
-                 "batch_size", "iterations", "eval_interval", "test_documents",
-                 "eval_batch_size"):  # fmt: skip
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
+    apply_smoke(args, SMOKE, argv)
+    check_positive(parser, args, ("num_facts", "value_length", "hidden_dim",
+                                  "num_heads", "intermediate_dim",
+                                  "compression_factor", "local_block_size",
+                                  "batch_size", "iterations", "eval_interval",
+                                  "test_documents", "eval_batch_size"))  # fmt: skip
     if args.previous_tokens < 0:
         parser.error("--previous-tokens must be >= 0")
     if args.num_facts > len(KEYS):
         parser.error(f"--num-facts must be at most {len(KEYS)} (one key letter each)")
-    if args.iterations % args.eval_interval:
-        parser.error("--eval-interval must divide --iterations")
+    check_iterations(parser, args)
     if len({len(p) for p in args.patterns}) != 1:
         parser.error("--patterns must all have the same number of layers")
     if args.local_memory_flange is None:

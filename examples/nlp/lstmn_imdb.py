@@ -100,6 +100,8 @@ import numpy as np  # noqa: E402
 import keras_attention as ka  # noqa: E402
 from examples.common import runs  # noqa: E402
 from examples.common.cli import add_data_dir  # noqa: E402
+from examples.common.cli import add_output_dir  # noqa: E402
+from examples.common.cli import add_smoke  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
 from examples.common.cli import status  # noqa: E402
 from keras_attention.visualization import plot_attention  # noqa: E402
@@ -234,7 +236,7 @@ def parse_args(argv=None):
     add_data_dir(parser, "train.jsonl.gz and test.jsonl.gz (or aclImdb_v1.tar.gz)")
     han_imdb.add_shared_arguments(parser)
     add = parser.add_argument
-    add("--output-dir", default="outputs/lstmn_imdb", help="results, weights, pictures")
+    add_output_dir(parser, "outputs/lstmn_imdb", "results, weights, pictures")
     add("--models", nargs="+", choices=MODELS, default=list(MODELS),
         help="models to train and compare")  # fmt: skip
     add("--max-words", type=int, default=256,
@@ -242,8 +244,7 @@ def parse_args(argv=None):
     add("--units", type=int, default=100, help="LSTMN and LSTM units")
     add("--gru-units", type=int, default=50,
         help="GRU units per direction of flat-attention (han_imdb's 50)")  # fmt: skip
-    add("--smoke", action="store_true",
-        help="a tiny run: 200 reviews per split, small models, 1 epoch")  # fmt: skip
+    add_smoke(parser, "a tiny run: 200 reviews per split, small models, 1 epoch")
     smoke = dict(limit=200, vocabulary_size=500, sentences=4, words=8,
                  embedding_dim=8, units=4, gru_units=3, attention_units=6,
                  epochs=1, last_sentences=1, max_words=16)  # fmt: skip

@@ -59,6 +59,10 @@ import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
 from examples.common import distribute  # noqa: E402
+from examples.common.cli import add_output_dir  # noqa: E402
+from examples.common.cli import add_seed  # noqa: E402
+from examples.common.cli import add_smoke  # noqa: E402
+from examples.common.cli import apply_smoke  # noqa: E402
 from examples.common.cli import status  # noqa: E402
 from examples.common.export import save_for_serving  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
@@ -699,8 +703,8 @@ def add_common_arguments(parser, defaults):
              "canonical files (checked by SHA-256) into ~/.keras/datasets")  # fmt: skip
     add("--no-check-hashes", action="store_true",
         help="accept gzipped files whose checksum differs from the canonical ones")  # fmt: skip
-    add("--output-dir", default=defaults["output_dir"],
-        help="tokenizers, checkpoints, logs, plots, results and the SavedModel")  # fmt: skip
+    add_output_dir(parser, defaults["output_dir"],
+                   "tokenizers, checkpoints, logs, plots, results and the SavedModel")  # fmt: skip
     add("--epochs", type=int, default=defaults["epochs"], help="training epochs")
     add("--batch-tokens", type=int, default=defaults["batch_tokens"],
         help="about this many target tokens per batch, per replica (global "
@@ -719,9 +723,8 @@ def add_common_arguments(parser, defaults):
         help="GNMT length penalty alpha of beam search")  # fmt: skip
     add("--num-train", type=int, default=None, help="use the first N training pairs")
     add("--num-val", type=int, default=None, help="use the first N validation pairs")
-    add("--seed", type=int, default=1337, help="random seed")
-    add("--smoke", action="store_true",
-        help=f"a tiny end-to-end run for tests: {SMOKE} and a tiny model")  # fmt: skip
+    add_seed(parser)
+    add_smoke(parser, f"a tiny end-to-end run for tests: {SMOKE} and a tiny model")
     add("--evaluate", nargs=2, metavar=("FILE.src", "FILE.ref"),
         help="evaluate the trained model in --output-dir on a parallel pair of "
              "files (no training)")  # fmt: skip
@@ -738,12 +741,7 @@ def add_common_arguments(parser, defaults):
 
 def finish_arguments(args, smoke_model, argv=None):
     """Apply `--smoke` (to the flags not given explicitly) and check values."""
-    argv = sys.argv[1:] if argv is None else argv
-    given = {a.split("=")[0][2:].replace("-", "_") for a in argv if a.startswith("--")}
-    if args.smoke:
-        for name, value in {**SMOKE, **smoke_model}.items():
-            if name not in given:
-                setattr(args, name, value)
+    apply_smoke(args, {**SMOKE, **smoke_model}, argv)
     check_languages(args.source, args.target)
     for name in ("epochs", "batch_tokens", "vocabulary_size", "max_length", "beams"):
         value = getattr(args, name)

@@ -138,6 +138,7 @@ from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common import runs  # noqa: E402
+from examples.common.cli import example_parser  # noqa: E402
 from examples.common.cli import status  # noqa: E402
 from keras_attention.decoding import beam_search  # noqa: E402
 from keras_attention.decoding import greedy_search  # noqa: E402
@@ -161,41 +162,46 @@ def inter_attention(args):
     return ka.layers.LuongAttention("general", **local)
 
 
+def input_layers(args, source_vocab, target_vocab):
+    """The layers both translators start with: the source and target
+    embeddings and the dropout, in a namespace `output_layers` completes."""
+    return types.SimpleNamespace(
+        source_embedding=keras.layers.Embedding(
+            source_vocab, args.embedding_dim, name="source_embedding"
+        ),
+        target_embedding=keras.layers.Embedding(
+            target_vocab, args.embedding_dim, name="target_embedding"
+        ),
+        dropout=keras.layers.Dropout(args.dropout, seed=args.seed),
+    )
+
+
+def output_layers(layers, args, target_vocab):
+    """`layers` with the deep output (`embedding_dim` wide, tanh) and the
+    readout to the target vocabulary, which both translators end with."""
+    layers.deep_output = keras.layers.Dense(
+        args.embedding_dim, activation="tanh", name="deep_output"
+    )
+    layers.readout = keras.layers.Dense(target_vocab, name="readout")
+    return layers
+
+
 def make_layers(args, source_vocab, target_vocab):
     """The translator's layers: embeddings, the bidirectional GRU encoder
     and its bridge to the decoder's state, the attention RNN decoder and
     the deep output."""
-    source_embedding = keras.layers.Embedding(
-        source_vocab, args.embedding_dim, name="source_embedding"
-    )
-    target_embedding = keras.layers.Embedding(
-        target_vocab, args.embedding_dim, name="target_embedding"
-    )
-    dropout = keras.layers.Dropout(args.dropout, seed=args.seed)
-    encoder = keras.layers.Bidirectional(
+    layers = input_layers(args, source_vocab, target_vocab)
+    layers.encoder = keras.layers.Bidirectional(
         keras.layers.GRU(args.units // 2, return_sequences=True, return_state=True),
         name="encoder",
     )
-    bridge = keras.layers.Dense(args.units, activation="tanh", name="bridge")
+    layers.bridge = keras.layers.Dense(args.units, activation="tanh", name="bridge")
     attention = inter_attention(args)  # made first, as it always was
     cell = ka.layers.AttentionRNNCell(
         keras.layers.GRUCell(args.units), attention, style=args.attention
     )
-    decoder = ka.layers.AttentionRNNDecoder(cell, name="decoder")
-    deep_output = keras.layers.Dense(
-        args.embedding_dim, activation="tanh", name="deep_output"
-    )
-    readout = keras.layers.Dense(target_vocab, name="readout")
-    return types.SimpleNamespace(
-        source_embedding=source_embedding,
-        target_embedding=target_embedding,
-        dropout=dropout,
-        encoder=encoder,
-        bridge=bridge,
-        decoder=decoder,
-        deep_output=deep_output,
-        readout=readout,
-    )
+    layers.decoder = ka.layers.AttentionRNNDecoder(cell, name="decoder")
+    return output_layers(layers, args, target_vocab)
 
 
 def make_lstmn_layers(args, source_vocab, target_vocab):
@@ -206,40 +212,22 @@ def make_lstmn_layers(args, source_vocab, target_vocab):
     attention (the intra-attention of each LSTMN, the inter-attention) is
     `units // 2` wide, as the GRU model's Bahdanau attention."""
     width = args.units // 2
-    source_embedding = keras.layers.Embedding(
-        source_vocab, args.embedding_dim, name="source_embedding"
-    )
-    target_embedding = keras.layers.Embedding(
-        target_vocab, args.embedding_dim, name="target_embedding"
-    )
-    dropout = keras.layers.Dropout(args.dropout, seed=args.seed)
-    encoder = [
+    layers = input_layers(args, source_vocab, target_vocab)
+    layers.encoder = [
         ka.layers.LSTMN(width, return_sequences=True, return_state=True,
                         go_backwards=backwards, name=f"encoder_{name}")
         for name, backwards in (("forward", False), ("backward", True))
     ]  # fmt: skip
     lstmn = ka.layers.LSTMN(args.units, attention_units=width)
     if args.decoder == "lstmn-shallow":
-        decoder = ka.layers.LSTMNShallowFusionDecoder(
+        layers.decoder = ka.layers.LSTMNShallowFusionDecoder(
             lstmn, inter_attention(args), name="decoder"
         )
     else:
-        decoder = ka.layers.LSTMNDeepFusionDecoder(
+        layers.decoder = ka.layers.LSTMNDeepFusionDecoder(
             lstmn, inter_attention_units=width, name="decoder"
         )
-    deep_output = keras.layers.Dense(
-        args.embedding_dim, activation="tanh", name="deep_output"
-    )
-    readout = keras.layers.Dense(target_vocab, name="readout")
-    return types.SimpleNamespace(
-        source_embedding=source_embedding,
-        target_embedding=target_embedding,
-        dropout=dropout,
-        encoder=encoder,
-        decoder=decoder,
-        deep_output=deep_output,
-        readout=readout,
-    )
+    return output_layers(layers, args, target_vocab)
 
 
 def make_encode(args, layers):
@@ -363,11 +351,8 @@ def make_search(layers, encode, logits, length_penalty):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=(
-            "Train, evaluate and export a BiGRU + attention translator on Multi30k."
-        ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    parser = example_parser(
+        "Train, evaluate and export a BiGRU + attention translator on Multi30k."
     )
     nmt_common.add_common_arguments(
         parser, dict(output_dir="outputs/nmt_rnn", epochs=10, batch_tokens=2500)
@@ -476,8 +461,7 @@ def summarize(results, args):
         f"Multi30k {args.source}-{args.target}, validation ({args.epochs} epochs; "
         "sacrebleu 13a, cased)",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
+        *runs.markdown_header(header),
     ]
     for decoder, result in results.items():
         history = result.get("history", {})
@@ -490,7 +474,7 @@ def summarize(results, args):
         epochs_run = len(result.get("epochs_run", [])) or 1
         seconds = result.get("train_seconds", float("nan"))
         row += [f"{seconds:.0f}", f"{seconds / epochs_run:.0f}"]
-        lines.append("| " + " | ".join(row) + " |")
+        lines.append(runs.markdown_row(row))
     lines += [
         "",
         "training s: the seconds of the last call's epochs (a resumed run "

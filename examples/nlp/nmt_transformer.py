@@ -60,7 +60,6 @@ to match); an epoch of the default model is a few seconds there, so
 `--epochs 30` and checkpoint averaging are the obvious next steps.
 """
 
-import argparse
 import os
 import sys
 
@@ -71,6 +70,8 @@ import nmt_common  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
+from examples.common.cli import add_transformer_size  # noqa: E402
+from examples.common.cli import example_parser  # noqa: E402
 
 
 @keras.saving.register_keras_serializable(package="nmt")
@@ -150,20 +151,19 @@ def build(args, source_vocab, target_vocab, steps_per_epoch):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description="Train, evaluate and export a Transformer translator on Multi30k.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    parser = example_parser(
+        "Train, evaluate and export a Transformer translator on Multi30k."
     )
     nmt_common.add_common_arguments(
         parser,
         dict(output_dir="outputs/nmt_transformer", epochs=10, batch_tokens=4000),
     )
     add = parser.add_argument
-    add("--hidden-dim", type=int, default=256, help="d_model")
-    add("--num-heads", type=int, default=8, help="attention heads")
-    add("--intermediate-dim", type=int, default=512, help="feed-forward width")
-    add("--num-layers", type=int, default=3, help="encoder and decoder blocks (each)")
-    add("--dropout", type=float, default=0.1, help="dropout rate")
+    add_transformer_size(
+        parser, hidden_dim=256, num_heads=8, intermediate_dim=512, num_layers=3,
+        dropout=0.1,
+        help={"hidden_dim": "d_model", "num_layers": "encoder and decoder blocks (each)"},
+    )  # fmt: skip
     add("--warmup-steps", type=int, default=400, help="learning-rate warm-up steps")
     add("--lr-scale", type=float, default=0.4,
         help="factor on the paper's learning rate (peak: scale / sqrt(d_model * "

@@ -100,6 +100,9 @@ import tensorflow as tf  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common import distribute  # noqa: E402
+from examples.common.cli import add_output_dir  # noqa: E402
+from examples.common.cli import add_seed  # noqa: E402
+from examples.common.cli import add_transformer_size  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
 from examples.common.cli import status  # noqa: E402
 from examples.common.export import save_for_serving  # noqa: E402
@@ -552,26 +555,25 @@ def parse_args(argv):
     parser.add_argument("--units", type=int, **per_model(
         "units", "model width: RNN decoder units (encoder: half per direction) "
         "or Transformer d_model"))  # fmt: skip
-    parser.add_argument("--num-heads", type=int, default=4,
-                        help="Transformer attention heads")  # fmt: skip
-    parser.add_argument("--num-layers", type=int, default=2,
-                        help="Transformer encoder and decoder blocks (each)")  # fmt: skip
-    parser.add_argument("--dropout", type=float, default=0.0,
-                        help="Transformer dropout rate")  # fmt: skip
+    add_transformer_size(
+        parser, num_heads=4, num_layers=2, dropout=0.0,
+        help={"num_heads": "Transformer attention heads",
+              "num_layers": "Transformer encoder and decoder blocks (each)",
+              "dropout": "Transformer dropout rate"},
+    )  # fmt: skip
     parser.add_argument("--beams", type=int, default=1,
                         help="beam width at test time (1: greedy search)")  # fmt: skip
     parser.add_argument("--plot-heads", type=int, nargs="+", default=[0, 1],
                         help="Transformer heads of the last layer to plot (and their mean)")  # fmt: skip
     parser.add_argument("--max-source-length", type=int, default=32,
                         help="source characters kept (longer inputs are cut)")  # fmt: skip
-    parser.add_argument("--seed", type=int, default=1337, help="random seed")
+    add_seed(parser)
     distribute.add_strategy_flags(parser)
     parser.add_argument("--jit-compile", action=argparse.BooleanOptionalAction,
                         default=None, help="compile the training step with XLA "
                         "(default: only with --strategy default)")  # fmt: skip
-    parser.add_argument("--output-dir", default="outputs/dates",
-                        help="where the heat-maps, the trained weights, the "
-                        "training history and the SavedModel go")  # fmt: skip
+    add_output_dir(parser, "outputs/dates", "where the heat-maps, the trained "
+                   "weights, the training history and the SavedModel go")  # fmt: skip
     parser.add_argument("--no-export", action="store_true",
                         help="skip the SavedModel export and reload check")  # fmt: skip
     args = parser.parse_args(argv)

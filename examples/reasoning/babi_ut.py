@@ -169,7 +169,6 @@ References:
       of sentences): https://arxiv.org/abs/1503.08895
 """
 
-import argparse
 import csv
 import gzip
 import hashlib
@@ -191,6 +190,14 @@ import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
+from examples.common.cli import add_data_dir  # noqa: E402
+from examples.common.cli import add_no_check_hash  # noqa: E402
+from examples.common.cli import add_output_dir  # noqa: E402
+from examples.common.cli import add_seed  # noqa: E402
+from examples.common.cli import add_smoke  # noqa: E402
+from examples.common.cli import example_parser  # noqa: E402
+from examples.common.runs import markdown_header  # noqa: E402
+from examples.common.runs import markdown_row  # noqa: E402
 from examples.common.runs import provenance  # noqa: E402
 
 DATA_URL = "https://s3.amazonaws.com/text-datasets/babi_tasks_1-20_v1-2.tar.gz"
@@ -583,14 +590,14 @@ def write_table(results, notes, path):
     kinds = [k for k in MODELS if any(k in r for r in results.values())]
     header = ["task", *(f"{k} error %" for k in kinds), "ut_act mean steps",
               "weights (" + " / ".join(kinds) + ")", "note"]  # fmt: skip
-    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    lines = markdown_header(header)
     for task, by_kind in sorted(results.items()):
         errors = [f"{100 * by_kind[k]['test_error']:.1f}" for k in kinds]
         steps = by_kind.get("ut_act", {}).get("mean_steps")
         weights = " / ".join(f"{by_kind[k]['parameters']:,}" for k in kinds)
         cells = [str(task), *errors, "-" if steps is None else f"{steps:.2f}",
                  weights, notes.get(task, "")]  # fmt: skip
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(markdown_row(cells))
     for label, summary in (("mean error %", _mean), ("failed (> 5%)", _failed)):
         cells = [summary([r[k] for r in results.values()]) for k in kinds]
         lines.append(f"| {label} | " + " | ".join(cells) + " | | | |")
@@ -643,18 +650,11 @@ def plot_steps(args, task, vocabulary, examples, data, path):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description="UT with ACT vs a Transformer on bAbI, trained per task.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = example_parser("UT with ACT vs a Transformer on bAbI, trained per task.")
+    add_data_dir(parser, "en/ and en-10k/")
+    add_no_check_hash(parser, "skip the SHA-256 checks")
+    add_output_dir(parser, "outputs/babi_ut", "results, logs, weights")
     add = parser.add_argument
-    add(
-        "--data-dir",
-        default=None,
-        help="folder with en/ and en-10k/; default: download",
-    )
-    add("--no-check-hash", action="store_true", help="skip the SHA-256 checks")
-    add("--output-dir", default="outputs/babi_ut", help="results, logs, weights")
     add("--tasks", nargs="+", type=int, default=[1, 2, 3, 15, 16, 17, 18, 19],
         help="bAbI tasks (1-20), one model per task and kind")  # fmt: skip
     add("--regime", choices=["10k", "1k"], default="10k", help="training set size")
@@ -678,11 +678,11 @@ def parse_args(argv=None):
     add("--epochs", type=int, default=30, help="epochs at most")
     add("--patience", type=int, default=5, help="early stopping patience")
     add("--minutes", type=float, default=3.0, help="training minutes per run at most")
-    add("--seed", type=int, default=1, help="random seed")
+    add_seed(parser, 1)
     add("--jit-compile", action="store_true", help="compile with XLA")
     add("--verbose", action="store_true", help="Keras progress lines per epoch")
-    add("--smoke", action="store_true",
-        help="a tiny, fast run (tests): 1 epoch, 200 questions, width 16, 2 steps")  # fmt: skip
+    add_smoke(parser,
+              "a tiny, fast run (tests): 1 epoch, 200 questions, width 16, 2 steps")  # fmt: skip
     args = parser.parse_args(argv)
     if args.smoke:
         args.width, args.num_heads, args.intermediate_dim = 16, 2, 64

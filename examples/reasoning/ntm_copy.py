@@ -113,6 +113,8 @@ from examples.common.cli import status  # noqa: E402
 from examples.common.runs import finish_run  # noqa: E402
 from examples.common.runs import learning_curve  # noqa: E402
 from examples.common.runs import load_finished_run  # noqa: E402
+from examples.common.runs import markdown_header  # noqa: E402
+from examples.common.runs import markdown_row  # noqa: E402
 from examples.common.runs import provenance  # noqa: E402
 from examples.common.runs import write_json  # noqa: E402
 
@@ -446,11 +448,9 @@ def write_table(results, args, path):
         "cost in bits / bit errors per sequence (mean of "
         f"{args.test_sequences} test sequences per length)",
         "",
-        "| model | weights | sequences seen | training | "
-        + " | ".join(f"L={n}" for n in lengths)
-        + " |",
-        "|" + "---|" * (4 + len(lengths)),
-    ]
+        *markdown_header(["model", "weights", "sequences seen", "training",
+                          *(f"L={n}" for n in lengths)]),
+    ]  # fmt: skip
     for kind, r in results.items():
         cells = [
             kind,
@@ -463,7 +463,7 @@ def write_table(results, args, path):
                 for n in lengths
             ),
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(markdown_row(cells))
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     return "\n".join(lines)

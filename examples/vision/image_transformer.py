@@ -116,6 +116,9 @@ from keras import ops  # noqa: E402
 import keras_attention as ka  # noqa: E402
 from examples.common import runs  # noqa: E402
 from examples.common.cli import add_data_dir  # noqa: E402
+from examples.common.cli import add_output_dir  # noqa: E402
+from examples.common.cli import add_seed  # noqa: E402
+from examples.common.cli import add_smoke  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
 from examples.common.cli import status  # noqa: E402
 from examples.common.memory import proc_status  # noqa: E402
@@ -458,15 +461,14 @@ def parse_args(argv=None):
     )
     add_data_dir(parser, "t10k-images-idx3-ubyte.gz")
     add = parser.add_argument
-    add("--output-dir", default="outputs/image_transformer")
-    add("--smoke", action="store_true",
-        help="a few seconds on 96 synthetic images, tiny models")  # fmt: skip
+    add_output_dir(parser, "outputs/image_transformer")
+    add_smoke(parser, "a few seconds on 96 synthetic images, tiny models")
     add("--models", nargs="+", choices=MODELS, default=list(MODELS))
     add("--levels", type=int, default=4, help="intensity levels of a pixel")
     add("--epochs", type=int, default=2)
     add("--batch-size", type=int, default=32)
     add("--lr", type=float, default=2e-3, help="peak learning rate (cosine decay)")
-    add("--seed", type=int, default=1)
+    add_seed(parser, 1, help=None)
     add("--hidden-dim", type=int, default=64)
     add("--heads", type=int, default=4)
     add("--layers", type=int, default=2)
