@@ -268,3 +268,42 @@ def check_cache(name, cache, batch, num_heads, head_dim):
     expected = (batch, 2, None, num_heads, head_dim)
     layout = "(batch, 2, max_length, num_heads, key_dim)"
     check_shape(name, cache, expected, layout)
+
+
+def check_attention_inputs(query, value, key, widths):
+    """The sequences of an attention call, `(B, L, D)` each: ranks, the
+    widths `widths[name]` the layer was built for, the key's and value's
+    length, and the batch sizes; `key=None` stands for `value`, and
+    `value=None` (a cache read as is) checks the query alone."""
+    check_rank("query", tuple(query.shape), 3)
+    check_last_dim("query", query.shape, widths["query"])
+    if value is None:
+        return
+    key = value if key is None else key
+    for name, x in (("value", value), ("key", key)):
+        check_rank(name, tuple(x.shape), 3)
+        check_last_dim(name, x.shape, widths[name])
+    check_same("key", key.shape[1], "value", value.shape[1], "length")
+    check_same("query", query.shape[0], "value", value.shape[0], "batch size")
+    check_same("key", key.shape[0], "value", value.shape[0], "batch size")
+
+
+def check_cache_arguments(cache, cache_update_index, query, num_heads, key_dim):
+    """A key/value `cache` `(B, 2, S, N, H)` and its `cache_update_index`:
+    the index needs a cache, and the query's new positions from it fit in
+    the cache (static values only)."""
+    if cache is None:
+        if cache_update_index is not None:
+            raise ValueError(
+                "`cache_update_index` needs a `cache`. Received: cache=None, "
+                f"cache_update_index={cache_update_index}"
+            )
+        return
+    check_cache("cache", cache, query.shape[0], num_heads, key_dim)
+    check_index(
+        "cache_update_index",
+        cache_update_index,
+        query.shape[1],
+        cache.shape[2],
+        "cache.shape[2]",
+    )

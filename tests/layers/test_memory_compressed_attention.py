@@ -384,6 +384,19 @@ def test_bad_cache_arguments():
         other.compute_cache(x)
 
 
+def test_cache_update_index_must_leave_room_for_the_new_tokens():
+    """Four new tokens from index 7 of a cache of 10 do not fit: an error
+    naming the index (before, the write was clamped without a word)."""
+    x = np.zeros((2, 4, 4), "float32")
+    layer = _layer(key_dim=3)
+    layer(x, x)
+    cache = np.zeros((2, 2, 10, 2, 3), "float32")
+    with pytest.raises(ValueError, match="`cache_update_index` must be <= 6"):
+        layer(x, x, cache=cache, cache_update_index=7, use_causal_mask=True)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        layer(x, x, cache=cache, cache_update_index=-1, use_causal_mask=True)
+
+
 # -- (d) padding ---------------------------------------------------------------
 
 

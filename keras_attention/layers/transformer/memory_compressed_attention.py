@@ -10,12 +10,10 @@ from keras_attention.keras_compat import trace_output_spec
 from keras_attention.layers.results import LayerResult
 from keras_attention.modifiers import CompressedCausalMask
 from keras_attention.ops.cache import cache_entries
-from keras_attention.validation import check_cache
-from keras_attention.validation import check_last_dim
+from keras_attention.validation import check_attention_inputs
+from keras_attention.validation import check_cache_arguments
 from keras_attention.validation import check_positive_int
-from keras_attention.validation import check_rank
 from keras_attention.validation import check_rate
-from keras_attention.validation import check_same
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -429,32 +427,16 @@ class MemoryCompressedAttention(keras.layers.Layer):
 
     def _check_inputs(self, query, value, key, cache=None, cache_update_index=None):
         """Each argument checked once, with its name (static shapes only)."""
-        check_rank("query", tuple(query.shape), 3)
-        check_last_dim("query", query.shape, self._widths["query"])
-        if cache is not None:
-            self._check_cache(query, cache)
-        elif cache_update_index is not None:
+        if value is None and cache is None:
             raise ValueError(
-                "`cache_update_index` needs a `cache`. Received: cache=None, "
-                f"cache_update_index={cache_update_index}"
+                "`value` is needed unless a `cache` is read as is. Received: value=None"
             )
-        if value is None:
-            if cache is None:
-                raise ValueError(
-                    "`value` is needed unless a `cache` is read as is. "
-                    "Received: value=None"
-                )
-            return
-        for name, x in (("value", value), ("key", key)):
-            check_rank(name, tuple(x.shape), 3)
-            check_last_dim(name, x.shape, self._widths[name])
-        check_same("key", key.shape[1], "value", value.shape[1], "length")
-        check_same("query", query.shape[0], "value", value.shape[0], "batch size")
-        check_same("key", key.shape[0], "value", value.shape[0], "batch size")
-
-    def _check_cache(self, query, cache):
-        self._check_cache_layout()
-        check_cache("cache", cache, query.shape[0], self.num_heads, self.key_dim)
+        check_attention_inputs(query, value, key, self._widths)
+        if cache is not None:
+            self._check_cache_layout()
+        check_cache_arguments(
+            cache, cache_update_index, query, self.num_heads, self.key_dim
+        )
 
     def _check_cache_layout(self):
         if self._value_size != self.key_dim:

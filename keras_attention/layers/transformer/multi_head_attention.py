@@ -12,13 +12,10 @@ from keras_attention.layers.transformer.modified_attention import ModifiedAttent
 from keras_attention.layers.transformer.modified_attention import open_core_config
 from keras_attention.ops.cache import cache_entries
 from keras_attention.ops.dispatch.attention_plan import check_fused_options
-from keras_attention.validation import check_cache
-from keras_attention.validation import check_index
-from keras_attention.validation import check_last_dim
+from keras_attention.validation import check_attention_inputs
+from keras_attention.validation import check_cache_arguments
 from keras_attention.validation import check_positive_int
-from keras_attention.validation import check_rank
 from keras_attention.validation import check_rate
-from keras_attention.validation import check_same
 
 # Arguments of keras_attention 0.1.0 whose meaning moved; passing them is an
 # error rather than a silent change of behaviour.
@@ -463,35 +460,17 @@ class MultiHeadAttention(
 
     def _check_inputs(self, query, value, key, cache, cache_update_index):
         """Each argument checked once, with its name (static shapes only)."""
-        check_rank("query", tuple(query.shape), 3)
-        check_last_dim("query", query.shape, self._input_widths["query"])
-        if cache is None or cache_update_index is not None:
-            if value is None:
-                raise ValueError(
-                    "`value` is required unless a `cache` is read without "
-                    "`cache_update_index`. Received: value=None"
-                )
-            key_or_value = value if key is None else key
-            for name, x in (("value", value), ("key", key_or_value)):
-                check_rank(name, tuple(x.shape), 3)
-                check_last_dim(name, x.shape, self._input_widths[name])
-            check_same("key", key_or_value.shape[1], "value", value.shape[1], "length")
-            check_same("query", query.shape[0], "value", value.shape[0], "batch size")
+        if value is None and (cache is None or cache_update_index is not None):
+            raise ValueError(
+                "`value` is required unless a `cache` is read without "
+                "`cache_update_index`. Received: value=None"
+            )
+        check_attention_inputs(query, value, key, self._input_widths)
         if cache is not None:
             self._check_cache_layout()
-            check_cache("cache", cache, query.shape[0], self._kv_heads, self._key_dim)
-            check_index(
-                "cache_update_index",
-                cache_update_index,
-                query.shape[1],
-                cache.shape[2],
-                "cache.shape[2]",
-            )
-        elif cache_update_index is not None:
-            raise ValueError(
-                "`cache_update_index` needs a `cache`. Received: cache=None, "
-                f"cache_update_index={cache_update_index}"
-            )
+        check_cache_arguments(
+            cache, cache_update_index, query, self._kv_heads, self._key_dim
+        )
 
     def _check_masks(self, query, keys, **masks):
         """The masks of a call, under their names; `keys` `(B, S, ...)`."""
