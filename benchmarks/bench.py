@@ -121,8 +121,10 @@ import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
+from keras_attention.modifiers import CompressedCausalMask  # noqa: E402
 from keras_attention.ops.chunked.block_plan import XLA_BLOCK  # noqa: E402
 from keras_attention.ops.chunked.block_plan import plan_blocks  # noqa: E402
+from keras_attention.ops.dispatch.attention_plan import plan_attention  # noqa: E402
 
 GIB = 1024**3
 SECTIONS = (
@@ -1430,15 +1432,16 @@ def score_share(scope, name, length, args):
     over a stack's layers): dense full `L^2`; chunked full causal the
     blocks on and below the diagonal (the op's plan); local its own and
     the previous block (`BlockLocal1D(b, b)`, `~2 b L`); memory-compressed
-    `L (1 + ceil(L / f))`, all of them (its mask over the memory is
-    explicit), so ~1/f: still quadratic in `L`."""
+    its memory `1 + ceil(L / f)` long, dense below the chunked path's
+    threshold, else the key blocks `CompressedCausalMask(f).key_range`
+    leaves each query block (`~L^2 / (2 f)`): still quadratic in `L`."""
     if scope == "stack" and name not in LONG_PLAIN:
         kinds = ["local" if c == "L" else "memory-compressed" for c in name]
         return sum(score_share("layer", k, length, args) for k in kinds) / len(kinds)
     if name == "full-dense":
         return 1.0
     if name == "memory-compressed":
-        return (1 + -(-length // args.long_factor)) / length
+        return compressed_score_share(length, args)
     if name == "local":
         size, blocks = args.long_block, -(-length // args.long_block)
         return (2 * blocks - 1) * min(size, length) ** 2 / length**2
@@ -1453,6 +1456,38 @@ def score_share(scope, name, length, args):
     )
     blocks = -(-length // plan.query_block)
     return blocks * (blocks + 1) / 2 * min(plan.query_block, length) ** 2 / length**2
+
+
+def compressed_score_share(length, args):
+    """`score_share` of the causal memory-compressed layer: the entries of
+    the plan `MemoryCompressedAttention`'s default path follows."""
+    factor, heads = args.long_factor, args.long_heads
+    memory = 1 + -(-length // factor)
+    shape = (args.long_batch, length, heads, args.long_width // heads)
+    modifier = CompressedCausalMask(factor)
+    path = plan_attention(
+        "auto",
+        query_shape=shape,
+        key_shape=(shape[0], memory, *shape[2:]),
+        mask_modifier=modifier,
+    ).impl
+    if path != "chunked":
+        return memory / length
+    plan = plan_blocks(
+        shape[0],
+        length,
+        memory,
+        heads,
+        shape[3],
+        runtime="tensorflow-xla",
+        device="cpu",
+    )
+    qb, kb, entries = plan.query_block, plan.key_block, 0
+    for start in range(0, length, qb):
+        stop = min(start + qb, length)
+        keys = min(-(-modifier.key_range(start, stop)[1] // kb) * kb, memory)
+        entries += (stop - start) * keys
+    return entries / length**2
 
 
 def long_documents_section(args):
@@ -1483,11 +1518,12 @@ def long_documents_section(args):
     )
     print(
         "Memory compression alone only divides the L^2 cost by the factor: "
-        f"`memory-compressed` computes `L (1 + L/{args.long_factor})` scores "
-        f"per head, ~1/{args.long_factor} of dense's `L^2` (2/"
-        f"{args.long_factor} of causal chunked's ~`L^2/2`), and its time still "
-        "grows 4x when L doubles; so does every M layer of LMLML and MMMMM. "
-        "Only the local layers' cost grows as L.\n"
+        f"causal `memory-compressed` computes ~`L^2 / (2 x {args.long_factor})` "
+        "scores per head (its causal rule as `CompressedCausalMask`, whose "
+        "key range lets the chunked path skip the slots a query block cannot "
+        f"read yet), ~1/{args.long_factor} of causal chunked's ~`L^2/2`, and "
+        "its time still grows 4x when L doubles; so does every M layer of "
+        "LMLML and MMMMM. Only the local layers' cost grows as L.\n"
     )
     rows = {}
     for backward, lengths in (
