@@ -45,18 +45,18 @@ def _first(result, index=1):
 def _two_sequences(layer, expected, **kwargs):
     q, v = keras.Input((4, 8)), keras.Input((5, 8))
     data = [_x(4, 8), _x(5, 8, seed=1)]
-    return layer, [q, v], data, layer(q, v, **kwargs), lambda: expected(layer, data)
+    return layer, [q, v], data, layer(q, v, **kwargs), lambda: expected(data)
 
 
 def _multi_head(layer):
     return _two_sequences(
-        layer, lambda l, d: _first(l(*d, return_attention_scores=True))
+        layer, lambda d: _first(layer(*d, return_attention_scores=True))
     )
 
 
 def _scored(layer):
     return _two_sequences(
-        layer, lambda l, d: _heads(l(*d, return_attention_scores=True)[1])
+        layer, lambda d: _heads(layer(*d, return_attention_scores=True)[1])
     )
 
 
@@ -65,8 +65,14 @@ def _self_attention():
     x = keras.Input((5, 8))
     data = [_x(5, 8)]
     y = layer(x, use_causal_mask=True)
-    return layer, [x], data, y, lambda: _first(
-        layer(data[0], use_causal_mask=True, return_attention_scores=True)
+    return (
+        layer,
+        [x],
+        data,
+        y,
+        lambda: _first(
+            layer(data[0], use_causal_mask=True, return_attention_scores=True)
+        ),
     )
 
 
@@ -75,8 +81,14 @@ def _memory_compressed():
     x = keras.Input((6, 8))
     data = [_x(6, 8)]
     y = layer(x, x, use_causal_mask=True)
-    return layer, [x], data, y, lambda: _first(
-        layer(data[0], data[0], use_causal_mask=True, return_attention_scores=True)
+    return (
+        layer,
+        [x],
+        data,
+        y,
+        lambda: _first(
+            layer(data[0], data[0], use_causal_mask=True, return_attention_scores=True)
+        ),
     )
 
 
@@ -84,14 +96,18 @@ def _single_query():
     layer = L.BahdanauAttention(8)
     q, v = keras.Input((8,)), keras.Input((5, 8))
     data = [_x(8), _x(5, 8, seed=1)]
-    return layer, [q, v], data, layer(q, v), lambda: _heads(
-        layer(*data, return_attention_scores=True)[1]
+    return (
+        layer,
+        [q, v],
+        data,
+        layer(q, v),
+        lambda: _heads(layer(*data, return_attention_scores=True)[1]),
     )
 
 
 def _pointer():
     layer = L.PointerAttention(8)
-    return _two_sequences(layer, lambda l, d: _heads(np.exp(l(*d))))
+    return _two_sequences(layer, lambda d: _heads(np.exp(layer(*d))))
 
 
 def _rnn_cell():
@@ -99,8 +115,12 @@ def _rnn_cell():
     x, h, memory = keras.Input((6,)), keras.Input((16,)), keras.Input((7, 12))
     data = [_x(6), _x(16, seed=1), _x(7, 12, seed=2)]
     output, states, alignment = layer(x, [h], memory=memory)
-    return layer, [x, h, memory], data, [output, alignment], lambda: _heads(
-        layer(data[0], [data[1]], memory=data[2])[2]
+    return (
+        layer,
+        [x, h, memory],
+        data,
+        [output, alignment],
+        lambda: _heads(layer(data[0], [data[1]], memory=data[2])[2]),
     )
 
 
@@ -118,8 +138,12 @@ def _decoder(layer, memory_width=6, cells=False):
     if cells:
         inputs.append(keras.Input((7, memory_width)))
         data.append(_x(7, memory_width, seed=2))
-    return layer, inputs, data, layer(*inputs), lambda: _heads(
-        layer(*data, return_alignments=True)[1]
+    return (
+        layer,
+        inputs,
+        data,
+        layer(*inputs),
+        lambda: _heads(layer(*data, return_alignments=True)[1]),
     )
 
 
@@ -127,8 +151,12 @@ def _lstmn():
     layer = L.LSTMN(8, return_sequences=True)
     x = keras.Input((6, 5))
     data = [_x(6, 5)]
-    return layer, [x], data, layer(x), lambda: _heads(
-        layer(data[0], return_attention_scores=True)[-1]
+    return (
+        layer,
+        [x],
+        data,
+        layer(x),
+        lambda: _heads(layer(data[0], return_attention_scores=True)[-1]),
     )
 
 
@@ -136,25 +164,37 @@ def _pooling():
     layer = L.AttentionPooling(num_contexts=3)
     x = keras.Input((6, 8))
     data = [_x(6, 8)]
-    return layer, [x], data, layer(x), lambda: np.asarray(
-        layer(data[0], return_attention_scores=True)[1]
-    )[:, :, None]
+    return (
+        layer,
+        [x],
+        data,
+        layer(x),
+        lambda: np.asarray(layer(data[0], return_attention_scores=True)[1])[:, :, None],
+    )
 
 
 def _self_attention_2d():
     layer = L.SelfAttention2D(channels_reduction=4, pool_keys=True)
     x = keras.Input((4, 6, 16))
     data = [_x(4, 6, 16)]
-    return layer, [x], data, layer(x), lambda: _heads(
-        layer(data[0], return_attention_scores=True)[1]
+    return (
+        layer,
+        [x],
+        data,
+        layer(x),
+        lambda: _heads(layer(data[0], return_attention_scores=True)[1]),
     )
 
 
 def _keras_attention(layer):
     q, v = keras.Input((4, 8)), keras.Input((5, 8))
     data = [_x(4, 8), _x(5, 8, seed=1)]
-    return layer, [q, v], data, layer([q, v]), lambda: _heads(
-        layer(data, return_attention_scores=True)[1]
+    return (
+        layer,
+        [q, v],
+        data,
+        layer([q, v]),
+        lambda: _heads(layer(data, return_attention_scores=True)[1]),
     )
 
 
@@ -236,8 +276,12 @@ class _Translator(keras.Model):
     def __init__(self):
         super().__init__()
         self.embed = keras.layers.Embedding(20, 8, mask_zero=True)
-        self.encoder = L.TransformerEncoderBlock(num_heads=2, intermediate_dim=16, name="encoder")
-        self.decoder = L.TransformerDecoderBlock(num_heads=2, intermediate_dim=16, name="decoder")
+        self.encoder = L.TransformerEncoderBlock(
+            num_heads=2, intermediate_dim=16, name="encoder"
+        )
+        self.decoder = L.TransformerDecoderBlock(
+            num_heads=2, intermediate_dim=16, name="decoder"
+        )
 
     def call(self, tokens):
         x = self.embed(tokens)
@@ -349,7 +393,9 @@ def test_a_layer_run_several_times_gives_numbered_entries():
 
 def test_universal_transformer_block_gives_one_entry_per_step():
     x = keras.Input((5, 8))
-    universal = L.UniversalTransformerEncoder(num_heads=2, intermediate_dim=16, max_steps=3, name="ut")
+    universal = L.UniversalTransformerEncoder(
+        num_heads=2, intermediate_dim=16, max_steps=3, name="ut"
+    )
     model = keras.Model(x, universal(x))
     collected = collect_attention(model, _x(5, 8))
     assert list(collected) == [f"ut/block/self_attention[{i}]" for i in range(3)]
@@ -387,6 +433,80 @@ def test_package_model_and_single_layer():
     record = collect_attention(layer, image)[layer.name]
     assert isinstance(record, AttentionRecord)
     assert record.weights.shape == (B, 1, 4, 4)
+
+
+def _memory_compressed_decoder():
+    layer = L.MemoryCompressedDecoder(
+        "LML",
+        num_heads=2,
+        intermediate_dim=16,
+        compression_factor=3,
+        local_block_size=4,
+        name="tdmca",
+    )
+    return (
+        layer,
+        _x(12, 8),
+        {
+            "tdmca/block_0/self_attention": ("MultiHeadSelfAttention", (B, 2, 12, 12)),
+            "tdmca/block_1/self_attention": (
+                "MemoryCompressedAttention",
+                (B, 2, 12, 5),
+            ),
+            "tdmca/block_2/self_attention": ("MultiHeadSelfAttention", (B, 2, 12, 12)),
+        },
+    )
+
+
+def _image_transformer_block():
+    layer = L.ImageTransformerBlock(
+        num_heads=2,
+        intermediate_dim=16,
+        query_block=(2, 2),
+        memory_flange=(1, 1),
+        name="image",
+    )
+    return (
+        layer,
+        _x(4, 4, 8),
+        {
+            "image/block/self_attention": ("MultiHeadSelfAttention", (B, 2, 16, 16)),
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    "case",
+    [_memory_compressed_decoder, _image_transformer_block],
+    ids=lambda c: c.__name__,
+)
+def test_layers_built_on_multi_head_attention(case):
+    layer, data, expected = case()
+    model = keras.Sequential([keras.Input(data.shape[1:]), layer])
+    collected = collect_attention(model, data)
+    found = {name: (r.class_name, r.weights.shape) for name, r in collected.items()}
+    assert found == expected
+    _assert_same_outputs(collected.outputs, model(data))
+
+
+# keras-hub's attention projects a masked query with an EinsumDense, which
+# warns on an eager call, with or without collect_attention.
+@pytest.mark.filterwarnings("ignore:.*does not support masking")
+def test_keras_hub_blocks():
+    keras_hub = pytest.importorskip("keras_hub")
+    tokens = keras.Input((6,), dtype="int32")
+    x = keras.layers.Embedding(20, 8, mask_zero=True)(tokens)
+    x = keras_hub.layers.TransformerDecoder(intermediate_dim=16, num_heads=2)(x)
+    model = keras.Model(tokens, x)
+    collected = collect_attention(model, _tokens())
+    (record,) = collected.values()
+    assert issubclass(
+        type(model.layers[-1]._self_attention_layer), keras.layers.MultiHeadAttention
+    )
+    assert record.weights.shape == (B, 2, 6, 6)
+    np.testing.assert_array_equal(record.key_mask, _tokens() != 0)
+    assert np.all(np.triu(record.weights[1, 0], k=1) == 0)  # causal
+    _assert_same_outputs(collected.outputs, model(_tokens()))
 
 
 class _Fails(keras.layers.Layer):
