@@ -239,10 +239,15 @@ def _assert_same_outputs(collected, plain):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def _case_class(name):
+    """The class a case of `CASES` tests: ours, or Keras' (`keras.X`)."""
+    if name.startswith("keras."):
+        return getattr(keras.layers, name.removeprefix("keras."))
+    return getattr(L, name)
+
+
 def test_the_cases_cover_every_read_class():
-    covered = set()
-    for case in CASES.values():
-        covered.add(type(case()[0]))
+    covered = [_case_class(name) for name in CASES]
     for cls in READ_CLASSES:
         assert any(issubclass(c, cls) for c in covered), cls.__name__
 
@@ -250,6 +255,7 @@ def test_the_cases_cover_every_read_class():
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_weights_are_the_layers_own_and_outputs_unchanged(name):
     layer, inputs, data, outputs, expected = CASES[name]()
+    assert type(layer) is _case_class(name)
     model = keras.Model(inputs, outputs)
     collected = collect_attention(model, data)
     assert list(collected) == [layer.name]
@@ -394,7 +400,7 @@ def test_a_layer_run_several_times_gives_numbered_entries():
 def test_universal_transformer_block_gives_one_entry_per_step():
     x = keras.Input((5, 8))
     universal = L.UniversalTransformerEncoder(
-        num_heads=2, intermediate_dim=16, max_steps=3, name="ut"
+        num_heads=2, intermediate_dim=16, max_steps=3, halting=False, name="ut"
     )
     model = keras.Model(x, universal(x))
     collected = collect_attention(model, _x(5, 8))
@@ -418,26 +424,45 @@ def test_a_model_that_asks_for_the_weights_keeps_its_outputs():
     )
 
 
-def test_package_model_and_single_layer():
-    model = ka.models.HierarchicalAttentionNetwork(
-        vocabulary_size=30, num_classes=2, embedding_dim=8, word_units=4
+def test_package_model():
+    model = ka.models.Transformer(
+        20,
+        20,
+        hidden_dim=8,
+        num_heads=2,
+        intermediate_dim=8,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dropout=0.0,
     )
-    tokens = np.array([[[3, 4, 0], [5, 0, 0]], [[1, 2, 3], [0, 0, 0]]], "int32")
-    model(tokens)
-    collected = collect_attention(model, tokens)
-    assert [r.class_name for r in collected.values()] == ["AttentionPooling"] * 2
-    _assert_same_outputs(collected.outputs, model(tokens))
+    inputs = (_tokens(), _tokens()[:, :4])
+    model(inputs)
+    collected = collect_attention(model, inputs)
+    assert list(collected) == [
+        "encoder/block_0/self_attention",
+        "decoder/block_0/self_attention",
+        "decoder/block_0/cross_attention",
+    ]
+    np.testing.assert_array_equal(
+        collected["decoder/block_0/cross_attention"].key_mask, _tokens() != 0
+    )
+    _assert_same_outputs(collected.outputs, model(inputs))
+
+
+def test_a_single_layer():
     layer = L.SelfAttention2D(channels_reduction=4, pool_keys=False)
     image = _x(2, 2, 8)
     layer(image)
-    record = collect_attention(layer, image)[layer.name]
+    collected = collect_attention(layer, image)
+    record = collected[layer.name]
     assert isinstance(record, AttentionRecord)
     assert record.weights.shape == (B, 1, 4, 4)
+    _assert_same_outputs(collected.outputs, layer(image))
 
 
 def _memory_compressed_decoder():
     layer = L.MemoryCompressedDecoder(
-        "LML",
+        "LM",
         num_heads=2,
         intermediate_dim=16,
         compression_factor=3,
@@ -446,14 +471,10 @@ def _memory_compressed_decoder():
     )
     return (
         layer,
-        _x(12, 8),
+        _x(6, 8),
         {
-            "tdmca/block_0/self_attention": ("MultiHeadSelfAttention", (B, 2, 12, 12)),
-            "tdmca/block_1/self_attention": (
-                "MemoryCompressedAttention",
-                (B, 2, 12, 5),
-            ),
-            "tdmca/block_2/self_attention": ("MultiHeadSelfAttention", (B, 2, 12, 12)),
+            "tdmca/block_0/self_attention": ("MultiHeadSelfAttention", (B, 2, 6, 6)),
+            "tdmca/block_1/self_attention": ("MemoryCompressedAttention", (B, 2, 6, 3)),
         },
     )
 
@@ -462,15 +483,15 @@ def _image_transformer_block():
     layer = L.ImageTransformerBlock(
         num_heads=2,
         intermediate_dim=16,
-        query_block=(2, 2),
+        query_block=(1, 2),
         memory_flange=(1, 1),
         name="image",
     )
     return (
         layer,
-        _x(4, 4, 8),
+        _x(2, 4, 8),
         {
-            "image/block/self_attention": ("MultiHeadSelfAttention", (B, 2, 16, 16)),
+            "image/block/self_attention": ("MultiHeadSelfAttention", (B, 2, 8, 8)),
         },
     )
 
