@@ -52,6 +52,9 @@ LEVELS = {
     "keras_attention.modifiers": 20,
     "keras_attention.layers": 30,
     "keras_attention.decoding": 40,
+    # the weights collector reads the layers (to know which are attention
+    # layers); level 5 of the design's tools, above decoding
+    "keras_attention.visualization": 45,
     "keras_attention.models": 50,
     "keras_attention": 60,  # the package's __init__: the public names
 }
@@ -60,7 +63,6 @@ LEVELS = {
 STANDALONE = (
     "keras_attention.testing",
     "keras_attention.distribution",
-    "keras_attention.visualization",
 )
 KERAS_COMPAT = PACKAGE / "keras_compat.py"
 

@@ -1,4 +1,5 @@
-"""Attention heat-maps (matplotlib is imported only when a plot is drawn)."""
+"""`plot_attention`: one alignment matrix as a heat-map (matplotlib is imported
+only when a plot is drawn)."""
 
 import numpy as np
 
