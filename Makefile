@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # `--dist worksteal`: a worker that runs out of tests takes some of the other's
 # queue, so one long test near the end of a queue no longer leaves a core idle.
 
-.PHONY: venv demo test test-large test-large-only test-jax test-jax-slow bench bench-jax gpu-wheels gpu-bundle gpu-check docs docs-serve docs-test figures lint format clean
+.PHONY: venv demo test test-large test-large-only test-jax test-jax-slow bench bench-jax gpu-wheels gpu-bundle gpu-check docs docs-serve docs-test test-browser figures lint format clean
 
 venv: $(STAMP)
 
@@ -114,6 +114,15 @@ docs-serve: $(STAMP)
 # (`apt-get install chromium`) or a CHROMIUM=/path/to/chromium.
 docs-test: $(STAMP)
 	$(PY) -m pytest -q -m "" -rs tests/test_docs_offline_math.py $(PYTEST_ARGS)
+
+# The views (head, model, alignment, image) in headless Chromium
+# (tests/test_visualization_browser.py, about 20 s): Debian's chromium and
+# chromium-driver (`apt-get install chromium chromium-driver`), selenium from
+# the `browser` extra (in `all`). They skip without them, and fail instead
+# under KERAS_ATTENTION_REQUIRE_BROWSER=1. They are `large` too, so CI runs
+# them once, in `make test-large-only`.
+test-browser: $(STAMP)
+	$(PY) -m pytest -q -m browser -rs tests/test_visualization_browser.py $(PYTEST_ARGS)
 
 # The quoted figures (the examples' results.json under FIGURES_ARGS, and the
 # dated "Measured" paragraphs of the example headers, the READMEs and docs/)

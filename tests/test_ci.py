@@ -48,6 +48,19 @@ def test_ci_requires_the_browser_for_the_large_set():
     assert "apt-get install" in text and "chromium" in text
 
 
+def test_the_views_browser_tests_run_once_in_ci():
+    """tests/test_visualization_browser.py is `large` (the large set, which
+    CI runs, takes it; `make test` leaves it out) and `browser` (`make
+    test-browser` runs it alone, which CI does not call: once is enough);
+    .ci/run installs the driver with the browser."""
+    source = (ROOT / "tests" / "test_visualization_browser.py").read_text()
+    assert "pytest.mark.large, pytest.mark.browser" in source
+    assert "-m browser" in " ".join(_make_targets()["test-browser"])
+    commands = _ci_commands()
+    assert not any(_runs_target(c, "test-browser") for c in commands)
+    assert "chromium chromium-driver" in (ROOT / ".ci" / "run").read_text()
+
+
 def test_the_two_jax_targets_split_the_quick_suite():
     """`make test-jax` leaves out `slow_on_jax`; `make test-jax-slow` runs
     exactly those, so that together they run the whole quick suite."""

@@ -72,6 +72,8 @@ np.testing.assert_allclose(
     reloaded.predict(x_train, verbose=0), model.predict(x_train, verbose=0),
     atol=1e-6,
 )
+view = ka.visualization.head_view(np.full((1, 2, 2), 0.5), ["a", "b"])
+assert "DecompressionStream" in view.html  # the packaged scripts, inlined
 print("PACKAGING-CHECK-OK", ka.__file__)
 """
 
@@ -148,6 +150,12 @@ def check_wheel_contents(wheel, source, build_log):
     }
     packaged = {name for name in names if name.endswith(".py")}
     assert sources == packaged, sources ^ packaged
+    # The views' scripts and stylesheet, which each page inlines.
+    static = {
+        path.relative_to(source).as_posix()
+        for path in (source / "keras_attention" / "visualization" / "static").iterdir()
+    }
+    assert static and static <= names, static - names
 
 
 def make_fresh_venv(tmp, wheel):

@@ -19,7 +19,9 @@ def _pick(name, length, side, lengths):
     if not fits:
         given = ", ".join(
             f"len({a})={n}"
-            for a, n in zip(("tokens", "source_tokens"), lengths, strict=True)
+            for a, n in zip(
+                ("tokens", "source_tokens")[: len(lengths)], lengths, strict=True
+            )
         )
         hint = (
             ""

@@ -72,6 +72,7 @@ if (KA.payload.kind === "model") {
       picked = canvas;
       view.show(layer, [head]);
       KA.state.selected = { layer, head };
+      below.scrollIntoView({ block: "nearest" });
     });
     KA.root.append(grid, below);
     view = new HeadView(below, KA.payload, layers);
