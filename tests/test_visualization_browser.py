@@ -90,12 +90,15 @@ class Page:
         self.driver, self.tmp_path, self.name = driver, tmp_path, name
         self.path = view.save(tmp_path / f"{name}.html")
         driver.get_log("browser")  # drop what earlier pages logged
+        driver.get("about:blank")
         driver.get_log("performance")
+        start = time.monotonic()
         driver.get(self.path.as_uri())
-        deadline = time.monotonic() + 30
         while not self.script("return window.kaView && kaView.state().ready"):
-            assert time.monotonic() < deadline, f"{name} never became ready"
-            time.sleep(0.05)
+            assert time.monotonic() < start + 30, f"{name} never became ready"
+            time.sleep(0.02)
+        # From the call that opens it to the first frame drawn, as seen here.
+        self.seconds = time.monotonic() - start
 
     def script(self, code, *args):
         return self.driver.execute_script(code, *args)
@@ -134,7 +137,7 @@ class Page:
             for m in requests
             if m["method"] == "Network.requestWillBeSent"
         ]
-        assert all(u.startswith(("file:", "data:", "blob:")) for u in urls), urls
+        assert all(u.startswith(("file:", "about:", "blob:")) for u in urls), urls
         assert self.path.as_uri() in urls
 
     def screenshot(self, label=""):
@@ -275,8 +278,11 @@ def test_image_view(driver, tmp_path):
 
 def test_a_large_view_opens_within_two_seconds(driver, tmp_path):
     """6 layers x 8 heads x 512 tokens: the model view (every map, and the
-    head view of the first layer) is drawn within 2 s of navigation start,
-    and the file stays small."""
+    head view of the first layer) is drawn, its first frame painted, within
+    2 s of navigation start (`performance.now()` in the page; and within
+    3 s of the call that opens it, seen from here), and the file stays
+    small. Scrolling the head view redraws the lines crossing its window;
+    a click on a map redraws within a second."""
     tokens = [f"t{i}" for i in range(512)]
     attention = {
         f"encoder/block_{i}/self_attention": peaked(1, 8, 512, 512, seed=i)
@@ -286,8 +292,12 @@ def test_a_large_view_opens_within_two_seconds(driver, tmp_path):
     page = Page(driver, view, tmp_path, "model_view_512")
     ready_ms = page.state()["readyMs"]
     size = page.path.stat().st_size
-    print(f"6x8x512 model view: {size / 1e6:.2f} MB, ready at {ready_ms:.0f} ms")
+    print(
+        f"6x8x512 model view: {size / 1e6:.2f} MB, ready at {ready_ms:.0f} ms "
+        f"from navigation start, {page.seconds:.2f} s from the call"
+    )
     assert ready_ms < 2000, ready_ms
+    assert page.seconds < 3, page.seconds
     assert size < 4e6, size
     counts = [kept(w[0], 0.01, 16) for w in attention.values()]
     assert page.state()["cellsDrawn"] == sum(c.sum() for c in counts)
@@ -297,4 +307,12 @@ def test_a_large_view_opens_within_two_seconds(driver, tmp_path):
     assert page.state()["linesDrawn"] == counts[5][7].sum()
     assert time.monotonic() - start < 1.0  # stays responsive
     page.screenshot()
+    window = page.state()["linesInWindow"]
+    assert 0 < window < counts[5][7].sum()  # the window shows part of the rows
+    page.script("document.querySelector('.ka-window').scrollTop = 1e6")
+    time.sleep(0.3)
+    page.script("arguments[0].scrollIntoView()", page.element(".ka-window"))
+    assert page.state()["linesDrawn"] == counts[5][7].sum()
+    assert page.state()["linesInWindow"] != window
+    page.screenshot("_scrolled")
     page.check_clean()

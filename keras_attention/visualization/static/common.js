@@ -58,8 +58,14 @@ const KA = (() => {
   }
 
   // Run the page's main; an error is shown and logged (tests read the log).
+  // Ready once the first frame is painted (canvas drawing is rasterised
+  // then, so "ready" includes it).
+  function painted() {
+    return new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
+  }
+
   function start(main) {
-    main().then(ready).catch((error) => {
+    main().then(painted).then(ready).catch((error) => {
       root.appendChild(element("pre", { class: "ka-error" }, String(error)));
       console.error(error);
     });
