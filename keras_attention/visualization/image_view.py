@@ -48,9 +48,9 @@ def grid_of(count, height, width, argument):
         if h > 0 and count % h == 0 and abs(h / (count // h) - height / width) < 1e-6:
             return h, count // h
     raise ValueError(
-        f"the {count} {argument} cannot be laid out in raster order on a grid "
-        f"with the image's aspect ({height} x {width}): the image must have the "
-        f"feature map's aspect. Received: image of {height} x {width}, {count} {argument}"
+        f"`image` must have the feature map's aspect: the {count} {argument} "
+        f"cannot be laid out in raster order on a grid of the image's aspect. "
+        f"Received: image of {height} x {width}, {count} {argument}"
     )
 
 

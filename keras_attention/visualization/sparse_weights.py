@@ -39,8 +39,8 @@ def encode_layer(weights, keep):
     """The base64 string of one layer's kept entries (see the module)."""
     if weights.shape[-1] - 1 > MAX_INDEX:
         raise ValueError(
-            f"a view holds at most {MAX_INDEX + 1} keys per layer. "
-            f"Received: weights.shape={weights.shape}"
+            f"`attention` may hold at most {MAX_INDEX + 1} keys per layer in a "
+            f"view. Received: weights of shape {weights.shape} (N, T, S)"
         )
     counts = keep.sum(axis=-1).reshape(-1)
     heads, rows, keys = np.nonzero(keep)  # row-major: the entries in row order
