@@ -14,7 +14,10 @@ decoder reading the day, month and year where they are written.
 Steps: generate data -> character vocabularies (`TextVectorization` for the
 source, `StringLookup` with a fixed vocabulary for the target) -> train with
 teacher forcing -> greedy (or `--beams N` beam) search under XLA ->
-exact-match accuracy on held-out dates -> attention heat-maps (PNG) ->
+exact-match accuracy on held-out dates -> attention heat-maps (PNG:
+`alignments.png`) and the same alignments as interactive pages
+(`alignments_0.html` .. `alignments_2.html`, `alignment_view`: hover a cell
+for its weight; self-contained, they open offline in any browser) ->
 SavedModel that maps raw date strings to ISO strings, reloaded and checked
 (it also serves through the TF1 loader: `saved_model_cli run --dir
 outputs/dates/saved_model --tag_set serve --signature_def serving_default
@@ -515,6 +518,35 @@ def save_heatmaps(sources, predictions, attention, path, layer=-1, heads=(0, 1))
     plt.close(fig)
 
 
+def save_alignment_views(
+    sources, predictions, attention, output_dir, layer=-1, heads=(0, 1)
+):
+    """The heat-maps' alignments as interactive pages: one
+    `alignment_view` per example, `alignments_<i>.html` (self-contained,
+    works offline; hover a cell for its weight), its panels (the RNN's
+    alignment, or the chosen heads and their mean) in the page's menu.
+    Returns the paths."""
+    from keras_attention.visualization import alignment_view
+
+    paths = []
+    for i, (source, prediction, weights) in enumerate(
+        zip(sources, predictions, attention, strict=True)
+    ):
+        panels = attention_panels(weights, layer, heads)
+        source_tokens = ["\u2423" if c == " " else c for c in source.lower()]
+        source_tokens = source_tokens[: panels[0][1].shape[-1]]  # cut inputs
+        target_tokens = (list(prediction) + [END])[: panels[0][1].shape[0]]
+        view = alignment_view(
+            np.stack([w[:, : len(source_tokens)] for _, w in panels]),
+            source_tokens,
+            target_tokens,
+            names=[name for name, _ in panels],
+            title=f"{source!r} -> {prediction}",
+        )
+        paths.append(view.save(os.path.join(output_dir, f"alignments_{i}.html")))
+    return paths
+
+
 # Per-model defaults of the flags that differ (measured in the header).
 MODEL_DEFAULTS = {
     "rnn": dict(epochs=4, units=128, learning_rate=3e-3, warmup_steps=0),
@@ -572,7 +604,8 @@ def parse_args(argv):
     parser.add_argument("--jit-compile", action=argparse.BooleanOptionalAction,
                         default=None, help="compile the training step with XLA "
                         "(default: only with --strategy default)")  # fmt: skip
-    add_output_dir(parser, "outputs/dates", "where the heat-maps, the trained "
+    add_output_dir(parser, "outputs/dates", "where the heat-maps (alignments.png), "
+                   "the alignment views (alignments_<i>.html), the trained "
                    "weights, the training history and the SavedModel go")  # fmt: skip
     parser.add_argument("--no-export", action="store_true",
                         help="skip the SavedModel export and reload check")  # fmt: skip
@@ -730,6 +763,17 @@ def main(argv=None):
         heads=args.plot_heads,
     )
     status(f"Saved alignment heat-maps to {heatmap_path}")
+    view_paths = save_alignment_views(
+        [test_src[i] for i in picks],
+        [predictions[i] for i in picks],
+        [attention[i] for i in picks],
+        output_dir,
+        heads=args.plot_heads,
+    )
+    status(
+        f"Saved interactive alignment views (open in a browser) to "
+        f"{', '.join(str(p) for p in view_paths)}"
+    )
 
     if not args.no_export:
         export_dir = os.path.join(output_dir, "saved_model")

@@ -1,12 +1,25 @@
 """Smoke run of the `make demo` example, so that it cannot rot."""
 
 import importlib.util
+import json
 import pathlib
+import re
 
 import numpy as np
 import pytest
 
 SCRIPT = pathlib.Path(__file__).parents[2] / "examples" / "nlp" / "translate_dates.py"
+
+
+def assert_self_contained_view(path, tokens):
+    """A saved view: one HTML file that loads nothing and holds `tokens` (in
+    its JSON payload)."""
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>")
+    links = re.findall(r"""(?:src|href)\s*=\s*["']?([^"'\s>]+)""", text)
+    assert not [u for u in links if u.startswith(("http://", "https://", "//"))]
+    for token in tokens:
+        assert json.dumps(token) in text, token
 
 
 def load_script():
@@ -68,6 +81,10 @@ def test_smoke_run_with_export(flags, tmp_path):
     )  # fmt: skip
     assert 0.0 <= result["accuracy"] <= 1.0
     assert (tmp_path / "alignments.png").stat().st_size > 0
+    for i in range(3):
+        view = tmp_path / f"alignments_{i}.html"
+        assert_self_contained_view(view, [])
+        assert '"sourceTokens":["' in view.read_text(encoding="utf-8")
     # main() raises if the reloaded SavedModel disagrees with the model.
     assert (tmp_path / "saved_model" / "saved_model.pb").exists()
 
@@ -87,6 +104,10 @@ def test_transformer_smoke_run_with_export(tmp_path):
     )  # fmt: skip
     assert 0.0 <= result["accuracy"] <= 1.0
     assert (tmp_path / "alignments.png").stat().st_size > 0
+    for i in range(3):
+        view = tmp_path / f"alignments_{i}.html"
+        assert_self_contained_view(view, [])
+        assert '"sourceTokens":["' in view.read_text(encoding="utf-8")
     # main() raises if the reloaded SavedModel disagrees with the model.
     assert (tmp_path / "saved_model" / "saved_model.pb").exists()
 
@@ -107,6 +128,34 @@ def test_attention_panels_pick_heads_and_average():
     ((name, weights),) = script.attention_panels(attention[:1, :1])
     assert name == "alignment"
     np.testing.assert_array_equal(weights, attention[0, 0])
+
+
+@pytest.mark.parametrize("heads", [1, 4], ids=["rnn", "transformer"])
+def test_alignment_views_beside_the_heat_maps(heads, tmp_path):
+    """`save_alignment_views` (what `main` writes beside `alignments.png`):
+    one self-contained `alignment_view` per example, its panels (the RNN's
+    alignment, or the chosen heads and their mean) as the page's matrices,
+    the source cut to its characters and the targets to the prediction."""
+    script = load_script()
+    sources = ["29.11.26", "nov 29 2026"]
+    predictions = ["2026-11-29", "2026-11"]
+    rng = np.random.default_rng(0)
+    attention = rng.random((2, 2, heads, script.TARGET_LENGTH, 32))  # (B, L, N, T, S)
+    attention /= attention.sum(-1, keepdims=True)
+    paths = script.save_alignment_views(sources, predictions, attention, tmp_path)
+    assert [p.name for p in paths] == ["alignments_0.html", "alignments_1.html"]
+    assert_self_contained_view(paths[1], ["\u2423", "n", "$"])
+    text = paths[1].read_text(encoding="utf-8")
+    payload = json.loads(re.search(r"id='ka-data'>(.*?)</script>", text, re.S).group(1))
+    assert payload["sourceTokens"] == ["n", "o", "v", "\u2423", "2", "9",
+                                       "\u2423", "2", "0", "2", "6"]  # fmt: skip
+    names = [m["name"] for m in payload["matrices"]]
+    if heads == 1:
+        assert names == ["alignment"]
+    else:
+        assert names == ["layer 2, head 0", "layer 2, head 1",
+                         "layer 2, mean of 4 heads"]  # fmt: skip
+    assert all(m["targetTokens"] == [*"2026-11", "$"] for m in payload["matrices"])
 
 
 @pytest.mark.tf_only(reason="exports a SavedModel and serves it with saved_model_cli")
