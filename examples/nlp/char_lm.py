@@ -41,7 +41,11 @@ it was trained on.
 
 Outputs under `--output-dir`: `results.json` and `results.md` (the loss
 table), `val_loss.png` (learning curves, loss against evaluation length and
-against position), `samples.txt`, and per method the weights, a CSV log and
+against position), `samples.txt`, and per method the weights, two
+attention views of the trained model over the first `--view-length` (64)
+validation characters (`<method>/attention_head_view.html` and
+`attention_model_view.html`: `head_view` and `model_view` of
+`collect_attention`, self-contained pages that open offline), a CSV log and
 (while training) a `BackupAndRestore` backup: run the same command again
 after a crash and training continues from the last finished evaluation
 interval; finished methods are not trained again.
@@ -554,6 +558,33 @@ def train_method(args, positions, train_ids, val_ids, vocabulary_size):
 # ---------------------------------------------------------------------------
 
 
+def save_attention_views(model, ids, chars, length, directory):
+    """The attention of the trained `model` over the first `length`
+    characters of `ids` (a validation snippet), as two self-contained pages
+    in `directory` (they open offline in any browser):
+    `attention_head_view.html` (`head_view`: the characters joined by their
+    attention, per layer and head) and `attention_model_view.html`
+    (`model_view`: every layer x head as a small map with its entropy and
+    mean attended distance). The weights come from `collect_attention`
+    (one eager call). Newlines show as "\u23ce", spaces as "\u2423".
+    Returns the two paths."""
+    from keras_attention.visualization import collect_attention
+    from keras_attention.visualization import head_view
+    from keras_attention.visualization import model_view
+
+    snippet = np.asarray(ids[:length], "int32")[None]  # (1, T)
+    shown = {"\n": "\u23ce", " ": "\u2423"}
+    tokens = [shown.get(chars[i], chars[i]) for i in snippet[0]]
+    attention = collect_attention(model, snippet)
+    name = model.name
+    paths = []
+    for kind, view in (("head", head_view), ("model", model_view)):
+        title = f"{name}: {kind} view of {len(tokens)} validation characters"
+        page = view(attention, tokens, title=title)
+        paths.append(page.save(os.path.join(directory, f"attention_{kind}_view.html")))
+    return paths
+
+
 def write_table(results, args, path):
     """`results.md`: validation loss per method and evaluation length."""
     lengths = args.eval_lengths
@@ -691,10 +722,13 @@ def parse_args(argv=None):
     add("--sample-length", type=int, default=500, help="characters per sample")
     add("--num-samples", type=int, default=2, help="samples per method")
     add("--temperature", type=float, default=0.8, help="sampling temperature")
+    add("--view-length", type=int, default=64,
+        help="validation characters shown in each method's attention views "
+        "(<method>/attention_head_view.html, attention_model_view.html)")  # fmt: skip
     args = parser.parse_args(argv)
     check_positive(parser, args, ("num_layers", "num_heads", "hidden_dim", "context",
                                   "batch_size", "iterations", "eval_interval",
-                                  "sample_length", "num_samples"))  # fmt: skip
+                                  "sample_length", "num_samples", "view_length"))  # fmt: skip
     check_iterations(parser, args)
     if args.hidden_dim % args.num_heads:
         parser.error("--hidden-dim must be a multiple of --num-heads")
@@ -733,6 +767,8 @@ def main(argv=None):
         longest = max(args.eval_lengths)
         if longest > args.context:
             result["past_context_loss"] = float(curves[longest][args.context :].mean())
+        directory = os.path.join(args.output_dir, positions)
+        save_attention_views(model, val_ids, chars, args.view_length, directory)
         tokens = generate(model, prompt_ids, args.sample_length, args.context,
                           args.temperature, args.seed + number, args.num_samples)  # fmt: skip
         texts = [args.prompt + "".join(chars[t] for t in row) for row in tokens]

@@ -2,6 +2,7 @@ import importlib.util
 import json
 import math
 import pathlib
+import re
 
 import keras
 import numpy as np
@@ -70,6 +71,35 @@ def test_sliding_window_generation_continues_past_the_context():
         num_samples=2,
     )  # fmt: skip
     np.testing.assert_array_equal(tokens, [list(range(6, 15))] * 2)
+
+
+def test_attention_views_of_a_validation_snippet(tmp_path):
+    """`save_attention_views` (what `main` writes per method): a head view
+    and a model view of a tiny `CharTransformer` over the first characters
+    of the validation ids, from `collect_attention`, one layer per block,
+    the characters shown (newline and space as visible marks); the pages
+    load nothing."""
+    chars = ["\n", " ", "a", "b", "c"]
+    ids = np.array([2, 3, 1, 4, 0, 2, 2, 3, 1, 4], "int32")
+    model = char_lm.CharTransformer(len(chars), "rope", 2, 2, 16, seed=0)
+    model(ids[None, :8])  # build
+    paths = char_lm.save_attention_views(model, ids, chars, 6, tmp_path)
+    assert [p.name for p in paths] == [
+        "attention_head_view.html",
+        "attention_model_view.html",
+    ]
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", text)
+        payload = json.loads(
+            re.search(r"id='ka-data'>(.*?)</script>", text, re.S).group(1)
+        )
+        assert payload["tokens"] == [["a", "b", "\u2423", "c", "\u23ce", "a"]]
+        assert [layer["name"] for layer in payload["layers"]] == [
+            "decoder/block_0/self_attention",
+            "decoder/block_1/self_attention",
+        ]
+    assert payload["kind"] == "model"
 
 
 @pytest.mark.large  # the whole script end to end: .ci/run runs the large set
