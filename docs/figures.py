@@ -1,4 +1,5 @@
-"""Draw the figures of the guide into `docs/img/` (run by `make docs`).
+"""Draw the figures of the guide into `docs/img/` (run by `make docs`), and
+the live view the guide embeds into `docs/views/` (`alignment_view`).
 
 Every figure comes from the library's own layers, untrained or built on
 small constructed inputs, except the alignment matrices of the Bahdanau and
@@ -11,6 +12,7 @@ full run of `examples/complexity.py` and is committed.
 """
 
 import argparse
+import functools
 import os
 import pathlib
 import sys
@@ -33,6 +35,8 @@ import keras_attention as ka  # noqa: E402
 from keras_attention.visualization import plot_attention  # noqa: E402
 
 IMG = pathlib.Path(__file__).resolve().parent / "img"
+# The live views the pages embed (HTML, committed: small, self-contained).
+VIEWS = pathlib.Path(__file__).resolve().parent / "views"
 DPI = 80
 
 
@@ -275,8 +279,11 @@ def _reversal_model(style, vocab, length, units=32):
     )
 
 
-def alignment(steps=100):
-    """Two tiny decoders learn to reverse 7 tokens; their alignment matrices."""
+@functools.cache
+def _reversal_alignments(steps=100):
+    """Two tiny decoders (Bahdanau, Luong) trained `steps` steps to reverse
+    7 tokens: `(words, [(style, (7, 7) weights, train accuracy)])` for one
+    example (trained once per run, for `alignment` and `alignment_view`)."""
     vocab, length, batch = 12, 7, 64  # tokens 2..11, 1 = start
     rng = np.random.default_rng(0)
     source = rng.integers(2, vocab, size=(steps * batch, length))
@@ -284,8 +291,8 @@ def alignment(steps=100):
     previous = np.concatenate([np.ones((len(source), 1), int), target[:, :-1]], 1)
     example = np.array([[2, 3, 4, 5, 6, 7, 8]])
     example_previous = np.concatenate([[[1]], example[:, ::-1][:, :-1]], 1)
-    fig, axes = plt.subplots(1, 2, figsize=(7, 3.4))
-    for ax, style in zip(axes, ("bahdanau", "luong"), strict=True):
+    results = []
+    for style in ("bahdanau", "luong"):
         keras.utils.set_random_seed(0)
         model, aligner = _reversal_model(style, vocab, length)
         model.compile(
@@ -296,13 +303,38 @@ def alignment(steps=100):
         history = model.fit(
             [source, previous], target, batch_size=batch, epochs=1, verbose=0
         )
-        weights = aligner([example, example_previous])[0]
-        words = [f"t{n}" for n in example[0]]
+        weights = np.asarray(aligner([example, example_previous])[0])
+        results.append((style, weights, history.history["accuracy"][-1]))
+    return [f"t{n}" for n in example[0]], results
+
+
+def alignment(steps=100):
+    """Two tiny decoders learn to reverse 7 tokens; their alignment matrices."""
+    words, results = _reversal_alignments(steps)
+    fig, axes = plt.subplots(1, 2, figsize=(7, 3.4))
+    for ax, (style, weights, accuracy) in zip(axes, results, strict=True):
         plot_attention(weights, words, words[::-1], ax=ax)
-        accuracy = history.history["accuracy"][-1]
         ax.set_title(f"{style} (train acc. {accuracy:.2f})", fontsize=9, pad=24)
     fig.suptitle("alignment of a decoder trained 100 steps to reverse 7 tokens", y=0.02)
     return _save(fig, "alignment")
+
+
+def alignment_view(steps=100):
+    """The same two alignments as a live `alignment_view` (hover a cell),
+    `docs/views/alignment.html`: committed (about 11 KB, self-contained)
+    and embedded in the Bahdanau vs Luong page with an iframe."""
+    from keras_attention.visualization import alignment_view as view_of
+
+    words, results = _reversal_alignments(steps)
+    view = view_of(
+        np.stack([weights for _, weights, _ in results]),
+        words,
+        words[::-1],
+        names=[f"{style} (train acc. {acc:.2f})" for style, _, acc in results],
+        title="Alignment of a decoder trained 100 steps to reverse 7 tokens",
+    )
+    VIEWS.mkdir(parents=True, exist_ok=True)
+    return view.save(VIEWS / "alignment.html")
 
 
 def pointer():
@@ -1031,6 +1063,7 @@ FIGURES = {
     "pe": positional_encoding,
     "transformer": transformer,
     "alignment": alignment,
+    "alignment_view": alignment_view,
     "local": local_attention,
     "hierarchical": hierarchical,
     "pointer": pointer,
@@ -1046,11 +1079,13 @@ FIGURES = {
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", choices=sorted(FIGURES), default=None)
-    parser.add_argument("--output-dir", default=None, help="instead of docs/img")
+    parser.add_argument(
+        "--output-dir", default=None, help="instead of docs/img and docs/views"
+    )
     args = parser.parse_args(argv)
-    global IMG
+    global IMG, VIEWS
     if args.output_dir:
-        IMG = pathlib.Path(args.output_dir)
+        IMG = VIEWS = pathlib.Path(args.output_dir)
     total = time.perf_counter()
     for name in args.only or FIGURES:
         start = time.perf_counter()

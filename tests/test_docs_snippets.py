@@ -125,4 +125,14 @@ def test_site_builds_strict(tmp_path):
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert (tmp_path / "site" / "api" / "layers" / "index.html").is_file()
+    site = tmp_path / "site"
+    assert (site / "api" / "layers" / "index.html").is_file()
+    # The live views the pages embed (docs/views/, committed) are copied,
+    # and each built page's iframe points at one (relative to the page).
+    frames = 0
+    for page in site.rglob("index.html"):
+        for src in re.findall(r'<iframe src="([^"]+)"', page.read_text()):
+            assert (page.parent / src).resolve().is_file(), (page, src)
+            frames += 1
+    assert frames >= 1
+    assert (site / "views" / "alignment.html").is_file()

@@ -316,3 +316,68 @@ def test_a_large_view_opens_within_two_seconds(driver, tmp_path):
     assert page.state()["linesInWindow"] != window
     page.screenshot("_scrolled")
     page.check_clean()
+
+
+def test_the_guide_embeds_a_live_view_that_works_offline(driver, tmp_path):
+    """The Bahdanau vs Luong page embeds `docs/views/alignment.html` (drawn
+    by `docs/figures.py`, committed) with an iframe. Laid out as the built
+    site lays it out (`guide/<page>/index.html`, the views copied to
+    `views/`; `test_docs_snippets.py` checks the real build copies it
+    there), the page opened from `file://` with the network off shows the
+    view drawn, with no console error and no request but files."""
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "docs"
+    text = (root / "guide" / "seq2seq-decoders.md").read_text(encoding="utf-8")
+    (iframe,) = re.findall(r"<iframe\b.*?</iframe>", text, re.S)
+    site = tmp_path / "site"
+    page_path = site / "guide" / "seq2seq-decoders" / "index.html"
+    page_path.parent.mkdir(parents=True)
+    page_path.write_text(
+        f"<!DOCTYPE html><html><body><h1>Figure</h1>{iframe}</body></html>",
+        encoding="utf-8",
+    )
+    shutil.copytree(root / "views", site / "views")
+    view_path = site / "views" / "alignment.html"
+    assert view_path.stat().st_size < 200_000
+    view_text = view_path.read_text(encoding="utf-8")
+    payload = json.loads(
+        re.search(r"id='ka-data'>(.*?)</script>", view_text, re.S).group(1)
+    )
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", view_text)
+
+    driver.get_log("browser")
+    driver.get("about:blank")
+    driver.get_log("performance")
+    driver.get(page_path.as_uri())
+    frame = driver.find_element("css selector", "iframe")
+    assert frame.size["height"] >= 300
+    driver.switch_to.frame(frame)
+    try:
+        start = time.monotonic()
+        while not driver.execute_script("return window.kaView && kaView.state().ready"):
+            assert time.monotonic() < start + 30, "the embedded view never got ready"
+            time.sleep(0.02)
+        state = driver.execute_script("return kaView.state()")
+        assert driver.execute_script("return location.href") == view_path.as_uri()
+    finally:
+        driver.switch_to.default_content()
+    assert state["cellsDrawn"] == payload["matrices"][0]["entries"] > 0
+    path = tmp_path / "guide_alignment_view.png"
+    driver.save_screenshot(str(path))
+    artefacts = os.environ.get("KERAS_ATTENTION_ARTEFACTS")
+    if artefacts:
+        pathlib.Path(artefacts).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, artefacts)
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
+    messages = [
+        json.loads(e["message"])["message"] for e in driver.get_log("performance")
+    ]
+    urls = [
+        m["params"]["request"]["url"]
+        for m in messages
+        if m["method"] == "Network.requestWillBeSent"
+    ]
+    assert all(u.startswith(("file:", "about:", "blob:")) for u in urls), urls
+    assert view_path.as_uri() in urls

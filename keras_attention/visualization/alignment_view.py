@@ -80,8 +80,9 @@ def alignment_view(
     >>> import numpy as np
     >>> from keras_attention.visualization import alignment_view
     >>> view = alignment_view(np.eye(3), ["a", "b", "c"], ["A", "B", "C"])
-    >>> view.payload["matrices"][0]["entries"]
-    3
+    >>> (matrix,) = view.payload["matrices"]
+    >>> matrix["name"], matrix["entries"]
+    ('beam 0', 3)
     """
     weights = _weights(weights)
     count, rows, cols = weights.shape

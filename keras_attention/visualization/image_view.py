@@ -91,9 +91,9 @@ def image_view(attention, image, *, example=0, layer=0, threshold=0.001, title=N
     >>> from keras_attention.visualization import image_view
     >>> weights = np.full((1, 1, 16, 4), 0.25, "float32")  # 4 x 4 -> 2 x 2 keys
     >>> view = image_view(weights, np.zeros((8, 8)))
-    >>> layer = view.payload["layers"][0]
-    >>> layer["queryGrid"], layer["keyGrid"]
-    ([4, 4], [2, 2])
+    >>> (layer,) = view.payload["layers"]
+    >>> tuple(layer["queryGrid"]), tuple(layer["keyGrid"])
+    ((4, 4), (2, 2))
     """
     layers = view_layers(attention, example)
     threshold = check_threshold(threshold)

@@ -53,8 +53,8 @@ def model_view(
     >>> from keras_attention.visualization import model_view
     >>> weights = np.full((1, 2, 3, 3), 1 / 3, "float32")  # (B, N, T, S)
     >>> view = model_view({"block_0": weights, "block_1": weights}, list("abc"))
-    >>> [layer["entropy"] for layer in view.payload["layers"]]
-    [[1.099, 1.099], [1.099, 1.099]]
+    >>> tuple(tuple(layer["entropy"]) for layer in view.payload["layers"])
+    ((1.099, 1.099), (1.099, 1.099))
     """
     payload, layers, kept = layer_payload(
         attention, tokens, source_tokens, example, threshold, top_k
