@@ -36,7 +36,10 @@ of each model, epochs, time), per model the best weights, a CSV log and a
 `BackupAndRestore` backup (rerun the same command after a crash; finished
 models are loaded, not retrained), and `review.html` / `review.png`: one
 test review with its sentences highlighted by their weight and its words
-by theirs (the hierarchical model's attention).
+by theirs (the hierarchical model's attention), and the same weights as
+two `alignment_view` pages (self-contained, they open offline):
+`review_words.html` (one row per sentence over its words) and
+`review_sentences.html` (the sentence weights over the sentences).
 
 Data: `--data-dir` with `train.jsonl.gz` and `test.jsonl.gz` (one JSON
 object `{"id", "rating", "label", "text"}` per line, as in
@@ -488,6 +491,42 @@ def highlight_png(sentences, word_weights, sentence_weights, title, path):
     plt.close(fig)
 
 
+def save_review_views(sentences, word_weights, sentence_weights, title, output_dir):
+    """The review's two levels of attention as `alignment_view` pages
+    (self-contained, they open offline; hover a cell for its weight):
+    `review_words.html`, one row per sentence over the review's words (each
+    row's weights fall on its own sentence's words, the rest is blank), and
+    `review_sentences.html`, the document's one row over its sentences.
+    Rows and columns are labelled `s1`, `s2`, ... (with the sentence's
+    first words). Returns the two paths."""
+    from keras_attention.visualization import alignment_view
+
+    labels = [
+        f"s{i + 1} " + " ".join(words[:3]) + ("\u2026" if len(words) > 3 else "")
+        for i, words in enumerate(sentences)
+    ]
+    columns = [word for words in sentences for word in words]
+    matrix = np.zeros((len(sentences), len(columns)), "float32")
+    start = 0
+    for row, (words, alpha) in enumerate(zip(sentences, word_weights, strict=True)):
+        matrix[row, start : start + len(words)] = alpha[: len(words)]
+        start += len(words)
+    words_view = alignment_view(
+        matrix, columns, labels, names=["word weights"], title=f"{title}: words"
+    )
+    sentences_view = alignment_view(
+        np.asarray(sentence_weights, "float32")[None],
+        labels,
+        ["document"],
+        names=["sentence weights"],
+        title=f"{title}: sentences",
+    )
+    return [
+        words_view.save(os.path.join(output_dir, "review_words.html")),
+        sentences_view.save(os.path.join(output_dir, "review_sentences.html")),
+    ]
+
+
 def save_review(model, doc, label, vocabulary, output_dir):
     result = model.explain(doc[None])
     probability = float(ops.softmax(result.logits, axis=-1)[0, 1])
@@ -503,6 +542,7 @@ def save_review(model, doc, label, vocabulary, output_dir):
         f.write(highlight_html(sentences, words, beta, title))
     highlight_png(sentences, words, beta, title,
                   os.path.join(output_dir, "review.png"))  # fmt: skip
+    save_review_views(sentences, words, beta, title, output_dir)
 
 
 # ---------------------------------------------------------------------------
@@ -621,7 +661,12 @@ def parse_args(argv=None):
     add_data_dir(parser, "train.jsonl.gz and test.jsonl.gz (or aclImdb_v1.tar.gz)")
     add_shared_arguments(parser)
     add = parser.add_argument
-    add_output_dir(parser, "outputs/han_imdb", "results, weights, pictures")
+    add_output_dir(
+        parser,
+        "outputs/han_imdb",
+        "results, weights, pictures (review.png, review.html) and attention "
+        "views (review_words.html, review_sentences.html)",
+    )
     add("--models", nargs="+", choices=MODELS, default=list(MODELS),
         help="models to train and compare")  # fmt: skip
     add("--units", type=int, default=50, help="GRU units per direction")

@@ -84,6 +84,8 @@ def test_smoke_run(data_dir, tmp_path):
         assert 0.0 <= record["test_accuracy"] <= 1.0
     assert (out / "review.png").stat().st_size > 0
     assert "<table>" in (out / "review.html").read_text()
+    for name in ("review_words.html", "review_sentences.html"):
+        assert '"sourceTokens":["' in (out / name).read_text(encoding="utf-8")
     assert "| han |" in (out / "results.md").read_text()
     # Finished models are reloaded, not trained again.
     again = han_imdb.main([
@@ -91,6 +93,39 @@ def test_smoke_run(data_dir, tmp_path):
         "--output-dir", str(out), "--models", "han",
     ])  # fmt: skip
     assert again["han"]["test_accuracy"] == results["han"]["test_accuracy"]
+
+
+def test_review_views_show_word_and_sentence_weights(tmp_path):
+    """`save_review_views` (what `save_review` writes beside review.png):
+    the word weights as one row per sentence over the review's words (each
+    row on its own words only) and the sentence weights as one row over the
+    sentences; self-contained pages."""
+    import json
+    import re
+
+    sentences = [["a", "fine", "film"], ["the", "plot", "drags", "on", "badly"]]
+    word_weights = np.array(
+        [[0.2, 0.5, 0.3, 0.0, 0.0, 0.0], [0.1, 0.1, 0.6, 0.1, 0.1, 0.0]], "float32"
+    )  # (sentences, W): padded words get no weight
+    paths = han_imdb.save_review_views(
+        sentences, word_weights, np.array([0.3, 0.7]), "a review", tmp_path
+    )
+    assert [p.name for p in paths] == ["review_words.html", "review_sentences.html"]
+    payloads = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", text)
+        payloads.append(
+            json.loads(re.search(r"id='ka-data'>(.*?)</script>", text, re.S).group(1))
+        )
+    words, by_sentence = payloads
+    labels = ["s1 a fine film", "s2 the plot drags\u2026"]
+    assert words["sourceTokens"] == [*sentences[0], *sentences[1]]
+    assert words["matrices"][0]["targetTokens"] == labels
+    assert words["matrices"][0]["entries"] == 3 + 5  # each row on its own words
+    assert by_sentence["sourceTokens"] == labels
+    assert by_sentence["matrices"][0]["targetTokens"] == ["document"]
+    assert by_sentence["matrices"][0]["entries"] == 2
 
 
 def test_record_covers_every_epoch_of_a_resumed_run(tmp_path):
