@@ -547,6 +547,23 @@ def save_alignment_views(
     return paths
 
 
+def save_pictures(sources, predictions, attention, output_dir, heads):
+    """The alignments of the first three held-out dates: heat-maps
+    (`alignments.png`) and interactive views (`alignments_<i>.html`)."""
+    picks = [0, 1, 2]
+    picked = [
+        [column[i] for i in picks] for column in (sources, predictions, attention)
+    ]
+    heatmap_path = os.path.join(output_dir, "alignments.png")
+    save_heatmaps(*picked, heatmap_path, heads=heads)
+    status(f"Saved alignment heat-maps to {heatmap_path}")
+    view_paths = save_alignment_views(*picked, output_dir, heads=heads)
+    status(
+        f"Saved interactive alignment views (open in a browser) to "
+        f"{', '.join(str(p) for p in view_paths)}"
+    )
+
+
 # Per-model defaults of the flags that differ (measured in the header).
 MODEL_DEFAULTS = {
     "rnn": dict(epochs=4, units=128, learning_rate=3e-3, warmup_steps=0),
@@ -753,27 +770,7 @@ def main(argv=None):
         translator, test_src, test_tgt, args.beams
     )
 
-    heatmap_path = os.path.join(output_dir, "alignments.png")
-    picks = [0, 1, 2]
-    save_heatmaps(
-        [test_src[i] for i in picks],
-        [predictions[i] for i in picks],
-        [attention[i] for i in picks],
-        heatmap_path,
-        heads=args.plot_heads,
-    )
-    status(f"Saved alignment heat-maps to {heatmap_path}")
-    view_paths = save_alignment_views(
-        [test_src[i] for i in picks],
-        [predictions[i] for i in picks],
-        [attention[i] for i in picks],
-        output_dir,
-        heads=args.plot_heads,
-    )
-    status(
-        f"Saved interactive alignment views (open in a browser) to "
-        f"{', '.join(str(p) for p in view_paths)}"
-    )
+    save_pictures(test_src, predictions, attention, output_dir, args.plot_heads)
 
     if not args.no_export:
         export_dir = os.path.join(output_dir, "saved_model")
