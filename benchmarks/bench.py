@@ -1554,37 +1554,49 @@ def long_table(scope, backward, lengths, args):
 
 
 def long_rows(scope, names, length, backward, args, medians):
-    """One length of `long_table`: the candidates timed in interleaved
-    rounds, then each one's memory in a fresh child process; a dense
-    candidate whose score tensors alone would pass `--memory-cap-gib` is
-    skipped."""
+    """One length of `long_table`: each candidate's memory in a fresh child
+    process (first, while this process holds nothing large), then the
+    candidates timed in interleaved rounds. A dense candidate whose score
+    tensors alone would pass `--memory-cap-gib` is skipped; one that would
+    pass `--long-timing-cap-gib` is measured in its child but not timed
+    (this process holds every timed candidate at once)."""
     x = tf.random.normal((args.long_batch, length, args.long_width))
-    fns, skipped = {}, {}
+    skipped, untimed = {}, {}
     for name in names:
-        need = dense_scores_bytes(scope, name, length, backward, args)
-        if need > args.memory_cap_gib * GIB:
-            skipped[name] = (
-                f"skipped: its dense scores need ~{need / GIB:.0f} GiB "
-                f"> --memory-cap-gib {args.memory_cap_gib:g}"
-            )
-            continue
-        step = long_step(scope, name, backward, args)
-        fns[name] = lambda step=step: block(step(x))
-    times = interleaved(fns, args.rounds)
+        need = dense_scores_bytes(scope, name, length, backward, args) / GIB
+        for cap, flag, verdict, into in (
+            (args.memory_cap_gib, "--memory-cap-gib", "skipped", skipped),
+            (args.long_timing_cap_gib, "--long-timing-cap-gib", "not timed", untimed),
+        ):
+            if need > cap and name not in skipped:
+                into[name] = (
+                    f"{verdict}: its dense scores need ~{need:.0f} GiB > {flag} {cap:g}"
+                )
     mode = "fb" if backward else "fwd"
     memory = {
         name: long_memory(f"long-{mode}-{scope}-{name}", length, backward, args)
-        for name in fns
+        for name in names
+        if name not in skipped
     }
+    fns = {}
+    for name in names:
+        if name not in skipped and name not in untimed:
+            step = long_step(scope, name, backward, args)
+            fns[name] = lambda step=step: block(step(x))
+    times = interleaved(fns, args.rounds)
     full = [name for name in LONG_FULL if name in times]  # chunked always runs
     anchor = min(full, key=lambda name: np.median(times[name]))
     rows = []
     for name in names:
         row = dict(length=length, name=name, anchor=anchor)
         row["share"] = score_share(scope, name, length, args)
-        if name in skipped:
-            row["status"] = skipped[name]
-            print(f"| {length} | {name} | {row['share']:.3f} | {skipped[name]} |")
+        if name in skipped or name in untimed:
+            row["status"] = skipped.get(name) or untimed[name]
+            row["memory"] = memory.get(name)
+            cells = f"{row['status']} | - | - | " if name in untimed else row["status"]
+            if name in untimed:
+                cells += " | ".join(memory_cells(row, memory)) + " |"
+            print(f"| {length} | {name} | {row['share']:.3f} | {cells}", flush=True)
         else:
             medians[name][length] = float(np.median(times[name]))
             row["growth"] = growth(medians[name], 2)[length]
@@ -1605,25 +1617,34 @@ def long_memory(point, length, backward, args):
 
 def long_row(row, times, memory):
     """A measured row of `long_rows` (filled into `row`) as a table line."""
-    name, anchor, result = row["name"], row["anchor"], memory[row["name"]]
+    name, anchor = row["name"], row["anchor"]
     t = times[name]
     row["ms"] = float(np.median(t)) * 1e3
     row["time_ratio"] = float(np.median(np.asarray(t) / times[anchor]))
-    row["memory"] = result
-    dense = memory.get("full-dense", {})
+    row["memory"] = memory[name]
     cells = [f"{np.median(t) * 1e3:.1f}", f"{ratio(t, times[anchor])} ({anchor})"]
     cells.append(times_four(row["growth"]))
-    if result["status"] != "ok":
-        cells.append(f"{result['status']} | | |")
-    else:
-        for key, scale, digits in (("xla_bytes", 2**20, 1), ("peak", GIB, 2)):
-            share = result[key] / dense[key] if dense.get("status") == "ok" else None
-            row[f"{key}_ratio"] = share
-            share_cell = "-" if share is None else f"{share:.2f}"
-            cells += [f"{result[key] / scale:.{digits}f}", share_cell]
+    cells += memory_cells(row, memory)
     return (
         f"| {row['length']} | {name} | {row['share']:.3f} | " + " | ".join(cells) + " |"
     )
+
+
+def memory_cells(row, memory):
+    """The four memory cells of a row (XLA MiB, / dense, peak GiB, / dense);
+    the ratios also go into `row`."""
+    result, dense = memory[row["name"]], memory.get("full-dense", {})
+    if result["status"] != "ok":
+        return [result["status"], "", "", ""]
+    cells = []
+    for key, scale, digits in (("xla_bytes", 2**20, 1), ("peak", GIB, 2)):
+        share = result[key] / dense[key] if dense.get("status") == "ok" else None
+        row[f"{key}_ratio"] = share
+        cells += [
+            f"{result[key] / scale:.{digits}f}",
+            "-" if share is None else f"{share:.2f}",
+        ]
+    return cells
 
 
 def target_verdict(value, target):
@@ -1727,6 +1748,13 @@ def parse_args(argv=None):
     parser.add_argument("--gqa-max-length", type=int, default=2048)
     parser.add_argument("--gqa-steps", type=int, default=32)
     parser.add_argument("--mode-lengths", type=int, nargs="+", default=[4096, 16384])
+    parser.add_argument(
+        "--long-timing-cap-gib",
+        type=float,
+        default=16.0,
+        help="section 12: a dense candidate whose score tensors pass this is "
+        "measured for memory (in its own process) but not timed",
+    )
     parser.add_argument("--long-length", type=int, default=65536)
     parser.add_argument(
         "--second-call",

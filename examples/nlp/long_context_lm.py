@@ -158,7 +158,12 @@ model still. So this run measures cost, not the paper's claim about
 reach. At this context the local and T-DMCA stacks train 1.6x faster
 than full attention on its fastest path (chunked), and reach the lowest
 loss at equal training time. Context 8192 and the IMDB corpus were not run
-this session.
+this session. The M layers were measured before `MemoryCompressedAttention`
+passed its causal rule to the chunked path as `CompressedCausalMask`
+(2026-12-06, later): the same outputs and gradients, so the losses stand,
+but MMMMM and LMLML now skip about half of their scores, and their tokens
+per second, step memory and the times at equal training time above are
+stale (not re-measured yet).
 """
 
 import argparse
