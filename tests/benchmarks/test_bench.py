@@ -118,8 +118,17 @@ def test_bench_long_documents_helpers(capsys):
     assert share("layer", "full-dense", 8192) == 1.0
     assert share("layer", "full-chunked", 8192) == pytest.approx(33 / 64)
     assert share("layer", "local", 8192) == pytest.approx(63 / 1024)
-    assert share("layer", "memory-compressed", 8192) == pytest.approx(2732 / 8192)
-    lmlml = (3 * 63 / 1024 + 2 * 2732 / 8192) / 5
+    # Memory-compressed at 8192, causal on the chunked path: query blocks of
+    # 256 read the key blocks (of 256) up to slot stop // 3 of the 2732.
+    blocks = [
+        min(-(-(stop // 3 + 1) // 256) * 256, 2732) for stop in range(256, 8193, 256)
+    ]
+    compressed = 256 * sum(blocks) / 8192**2
+    assert share("layer", "memory-compressed", 8192) == pytest.approx(compressed)
+    assert compressed == pytest.approx(0.1914, abs=1e-4)
+    # Below the chunked path's threshold it is dense: every memory entry.
+    assert share("layer", "memory-compressed", 1024) == pytest.approx(343 / 1024)
+    lmlml = (3 * 63 / 1024 + 2 * compressed) / 5
     assert share("stack", "LMLML", 8192) == pytest.approx(lmlml)
     assert share("stack", "local", 8192) == share("layer", "local", 8192)
     # The dense one layer at 32768 forward holds 2 (1, 4, L, L) float32
