@@ -346,20 +346,9 @@ class MemoryCompressedAttention(keras.layers.Layer):
         k, v, caches, entries, key_real = self._keys_and_values(
             value, key, masks, cache, cache_update_index
         )  # (B, S, N, H) each
-        memory_mask = ka_ops.memory_compression_mask(
-            ops.shape(query)[1],
-            ops.shape(k)[1],
-            self.compression_factor,
-            key_mask=key_real,
-            query_mask=masks.get("query_mask"),
-            attention_mask=masks.get("attention_mask"),
-            use_causal_mask=use_causal_mask,
-            batch_size=ops.shape(query)[0],
-            query_offset=0 if cache_update_index is None else cache_update_index,
-        )  # (B, T, 1 + S_c)
-        memory_mask, modifier = self._causal_structure(
-            memory_mask, masks, key_real, use_causal_mask, cache_update_index
-        )
+        memory_mask, modifier = self._memory_masks(
+            query, k, masks, key_real, use_causal_mask, cache_update_index
+        )  # (B, T, 1 + S_c) or None, CompressedCausalMask or None
         heads, weights = ka_ops.multi_head_attention(
             q,
             self._memory(self.key_compression, k, key_real),
@@ -376,22 +365,33 @@ class MemoryCompressedAttention(keras.layers.Layer):
         output = self.output_dense(heads)  # (B, T, *output_shape)
         return LayerResult(output, weights, caches, entries)
 
-    def _causal_structure(
-        self, memory_mask, masks, key_real, use_causal_mask, cache_update_index
+    def _memory_masks(
+        self, query, keys, masks, key_real, use_causal_mask, cache_update_index
     ):
         """`(attention_mask, mask_modifier)` for the attention over the
-        memory. A causal call without a cache update also passes the causal
-        rule as `CompressedCausalMask`, whose `key_range` lets the chunked
-        path skip the slots a query block cannot read yet (about half); the
-        dense mask is dropped when it says nothing more (no padding, no
-        `attention_mask`, no query mask)."""
-        if not use_causal_mask or cache_update_index is not None:
-            return memory_mask, None
-        modifier = CompressedCausalMask(self.compression_factor)
-        if key_real is None and all(
-            masks.get(name) is None for name in ("query_mask", "attention_mask")
-        ):
-            return None, modifier
+        memory. A causal call without a cache update passes the causal rule
+        as `CompressedCausalMask`, whose `key_range` lets the chunked path
+        skip the slots a query block cannot read yet (about half); the dense
+        `memory_compression_mask` is built only when it says more (padding,
+        an `attention_mask`, a query mask, or a cached step)."""
+        modifier = None
+        if use_causal_mask and cache_update_index is None:
+            modifier = CompressedCausalMask(self.compression_factor)
+            if key_real is None and all(
+                masks.get(name) is None for name in ("query_mask", "attention_mask")
+            ):
+                return None, modifier
+        memory_mask = ka_ops.memory_compression_mask(
+            ops.shape(query)[1],
+            ops.shape(keys)[1],
+            self.compression_factor,
+            key_mask=key_real,
+            query_mask=masks.get("query_mask"),
+            attention_mask=masks.get("attention_mask"),
+            use_causal_mask=use_causal_mask,
+            batch_size=ops.shape(query)[0],
+            query_offset=0 if cache_update_index is None else cache_update_index,
+        )  # (B, T, 1 + S_c)
         return memory_mask, modifier
 
     def _keys_and_values(self, value, key, masks, cache, cache_update_index):
