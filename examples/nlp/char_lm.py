@@ -724,7 +724,9 @@ def parse_args(argv=None):
     add("--temperature", type=float, default=0.8, help="sampling temperature")
     add("--view-length", type=int, default=64,
         help="validation characters shown in each method's attention views "
-        "(<method>/attention_head_view.html, attention_model_view.html)")  # fmt: skip
+        "(<method>/attention_head_view.html, attention_model_view.html); at most "
+        "the longest of --context and --eval-lengths, the most that learned "
+        "positions can read")  # fmt: skip
     args = parser.parse_args(argv)
     check_positive(parser, args, ("num_layers", "num_heads", "hidden_dim", "context",
                                   "batch_size", "iterations", "eval_interval",
@@ -768,7 +770,10 @@ def main(argv=None):
         if longest > args.context:
             result["past_context_loss"] = float(curves[longest][args.context :].mean())
         directory = os.path.join(args.output_dir, positions)
-        save_attention_views(model, val_ids, chars, args.view_length, directory)
+        # Learned positions have a table of `max([context, *eval_lengths])`
+        # rows: every method's view stops there, so that they compare.
+        view_length = min(args.view_length, max([args.context, *args.eval_lengths]))
+        save_attention_views(model, val_ids, chars, view_length, directory)
         tokens = generate(model, prompt_ids, args.sample_length, args.context,
                           args.temperature, args.seed + number, args.num_samples)  # fmt: skip
         texts = [args.prompt + "".join(chars[t] for t in row) for row in tokens]
