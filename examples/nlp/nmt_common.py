@@ -33,7 +33,10 @@ their model, optimizer and search; everything else lives here:
 - decoding: greedy and beam search in one XLA-compiled loop, batched;
 - evaluation: corpus BLEU (sacrebleu, cased 13a and lowercased) and chrF
   on detokenized output against the raw references;
-- cross-attention heat-maps; a SavedModel that maps raw source strings to
+- cross-attention heat-maps (`attention.png`) and interactive views of
+  the same sentences (`alignments_<i>.html`; for the Transformer also
+  `cross_attention_model_view.html`), self-contained pages that open
+  offline in a browser; a SavedModel that maps raw source strings to
   translated strings (tokenization, search and detokenization in the
   graph), reloaded in a fresh Python process and checked; it serves through
   the TF1 loader (TensorFlow Serving) too, with `tensorflow_text` loaded.
@@ -603,21 +606,15 @@ def pieces(tokenizer, ids):
     return [names.get(int(i)) or tokenizer.id_to_token(int(i)) for i in ids]
 
 
-def save_heatmaps(translator, sentences, path, heads=True):
-    """Cross-attention of a few sentences: the mean over heads of the last
-    layer per sentence, and (for multi-head models, `heads=True`) every head
-    of the last layer for the first sentence."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from keras_attention.visualization import plot_attention
-
+def sentence_attention(translator, sentences):
+    """The greedy translations of `sentences` and their cross-attention:
+    per sentence `(sentence, source, target, weights)`, the subword labels
+    of its source and of its output up to and with EOS, and every layer's
+    weights `(L, N, T, S)` cropped to them (L = N = 1 for the RNN)."""
     outputs, attention = translate(
         translator, sentences, batch_size=len(sentences), return_attention=True
     )
-    panels = []
+    rows = []
     for sentence, (tokens, weights) in zip(sentences, attention, strict=True):
         source = pieces(
             translator.source_tokenizer,
@@ -626,14 +623,43 @@ def save_heatmaps(translator, sentences, path, heads=True):
         )  # fmt: skip
         steps = int(np.sum(tokens != PAD_ID))  # up to and with EOS
         target = pieces(translator.target_tokenizer, tokens[:steps])
-        last = weights[-1][:, :steps, : len(source)]  # (N, T, S)
-        name = "alignment" if len(last) == 1 else f"mean of {len(last)} heads"
-        panels.append((f"{name}\n{sentence[:60]}", last.mean(0), source, target))
-        if heads and len(last) > 1 and len(panels) == 1:
-            panels += [(f"head {h}", last[h], source, target) for h in range(len(last))]
+        rows.append((sentence, source, target, weights[:, :, :steps, : len(source)]))
+    return outputs, rows
+
+
+def last_layer_panels(weights):
+    """`[(name, (T, S))]`: the RNN's alignment, or the mean of the last
+    layer's heads followed by each head."""
+    last = weights[-1]  # (N, T, S)
+    if len(last) == 1:
+        return [("alignment", last[0])]
+    mean = (f"mean of {len(last)} heads", last.mean(0))
+    return [mean] + [(f"head {h}", last[h]) for h in range(len(last))]
+
+
+def save_heatmaps(rows, path):
+    """Heat-maps of `sentence_attention`'s rows: the last layer's mean over
+    heads per sentence, and (multi-head models) every head of that layer
+    for the first sentence."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from keras_attention.visualization import plot_attention
+
+    panels = []
+    for number, (sentence, source, target, weights) in enumerate(rows):
+        chosen = last_layer_panels(weights)
+        chosen = chosen if number == 0 else chosen[:1]
+        name, first = chosen[0]
+        panels.append((f"{name}\n{sentence[:60]}", first, source, target))
+        panels += [(title, w, source, target) for title, w in chosen[1:]]
     cols = min(4, len(panels))
-    rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 5 * rows), squeeze=False)
+    fig_rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(
+        fig_rows, cols, figsize=(5.5 * cols, 5 * fig_rows), squeeze=False
+    )
     for ax in axes.flat[len(panels) :]:
         ax.axis("off")
     for ax, (title, weights, source, target) in zip(axes.flat, panels, strict=False):
@@ -641,7 +667,37 @@ def save_heatmaps(translator, sentences, path, heads=True):
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    return outputs
+
+
+def save_attention_views(rows, output_dir):
+    """Interactive pages of `sentence_attention`'s rows (self-contained,
+    offline): `alignments_<i>.html` per sentence (`alignment_view`, the
+    panels of `last_layer_panels` in its menu, values on hover) and, for
+    the Transformer, `cross_attention_model_view.html` of the first
+    sentence (`model_view`: every decoder layer x head, with entropy and
+    mean attended distance; click a map for its head view). Returns the
+    paths."""
+    from keras_attention.visualization import alignment_view
+    from keras_attention.visualization import model_view
+
+    paths = []
+    for i, (sentence, source, target, weights) in enumerate(rows):
+        panels = last_layer_panels(weights)
+        view = alignment_view(
+            np.stack([w for _, w in panels]),
+            source,
+            [target] * len(panels),
+            names=[name for name, _ in panels],
+            title=sentence,
+        )
+        paths.append(view.save(os.path.join(output_dir, f"alignments_{i}.html")))
+    sentence, source, target, weights = rows[0]
+    if weights.shape[1] > 1:  # heads: the Transformer
+        layers = {f"decoder_{n}_cross": w[None] for n, w in enumerate(weights)}
+        view = model_view(layers, target, source, title=f"cross-attention: {sentence}")
+        path = os.path.join(output_dir, "cross_attention_model_view.html")
+        paths.append(view.save(path))
+    return paths
 
 
 RELOAD_CHECK = """
@@ -970,9 +1026,13 @@ def evaluate(args, translator, evaluation, output_dir, results):
 def export(args, translator, sentences, output_dir, results):
     """Heat-maps of the first sentences, the SavedModel (unless
     `--no-export`), and `results.json`."""
+    _, rows = sentence_attention(translator(1), sentences[:3])
     heatmap_path = os.path.join(output_dir, "attention.png")
-    save_heatmaps(translator(1), sentences[:3], heatmap_path)
+    save_heatmaps(rows, heatmap_path)
     status(f"Saved cross-attention heat-maps to {heatmap_path}")
+    view_paths = save_attention_views(rows, output_dir)
+    status("Saved interactive attention views (open in a browser): "
+           + ", ".join(os.path.basename(p) for p in view_paths))  # fmt: skip
     if not args.no_export:
         export_dir = os.path.join(output_dir, "saved_model")
         served = export_and_check(translator(args.beams), export_dir, sentences[:16])

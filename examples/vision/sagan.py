@@ -11,7 +11,9 @@ read from `--data-dir` or downloaded from a public mirror of the original
 files and checked against their SHA-256).
 
 Outputs under `--output-dir`: a sample grid per epoch from a fixed latent
-batch, a picture of where chosen query pixels attend, the generator as a
+batch, a picture of where chosen query pixels attend (`attention.png`)
+and the same as a page where any pixel can be clicked
+(`attention_view.html`, offline), the generator as a
 SavedModel (reloaded and checked), training logs, and a quality report
 (`quality.json`): a small CNN classifier trained on real digits scores
 `--eval-draws` independent draws of 10,000 generated images (mean
@@ -512,6 +514,27 @@ def save_attention_picture(generator, z, path):
     plt.close(fig)
 
 
+def save_attention_view(generator, z, path):
+    """The same attention as an interactive page (`image_view`,
+    self-contained, opens offline): click a pixel of the generated image
+    to see where its 16x16 position attends. For the first latent of `z`;
+    the weights come from `collect_attention` (one call, inference mode)."""
+    from keras_attention.visualization import collect_attention
+    from keras_attention.visualization import image_view
+
+    attention = collect_attention(generator, z[:1])
+    image = (np.array(generator(z[:1], training=False))[0] + 1) / 2  # tanh -> [0, 1]
+    view = image_view(attention, image, title="SAGAN generator: click a pixel")
+    return view.save(path)
+
+
+def save_attention_pictures(generator, z, output_dir):
+    """`attention.png` (three samples, three chosen query pixels each) and
+    `attention_view.html` (the first sample, any pixel)."""
+    save_attention_picture(generator, z[:3], os.path.join(output_dir, "attention.png"))
+    save_attention_view(generator, z, os.path.join(output_dir, "attention_view.html"))
+
+
 # ----------------------------------------------------------------------------
 # Quality
 # ----------------------------------------------------------------------------
@@ -839,9 +862,7 @@ def single_run(args, strategy, images, labels, argv):
     generator, discriminator, train_seconds = train(args, strategy, images, output_dir)
     fixed_z = fixed_latents(args)
     if args.block == "attention":
-        save_attention_picture(
-            generator, fixed_z[:3], os.path.join(output_dir, "attention.png")
-        )
+        save_attention_pictures(generator, fixed_z, output_dir)
     status("Training the evaluation classifier on real digits...")
     _, scorer, accuracy = train_classifier(
         images, labels, args.classifier_epochs, args.seed
@@ -905,8 +926,7 @@ def run_one(args, strategy, images, scoring, block, seed, argv):
         run_args, strategy, images, output_dir, reuse=True
     )
     if block == "attention":
-        save_attention_picture(generator, fixed_latents(run_args)[:3],
-                               os.path.join(output_dir, "attention.png"))  # fmt: skip
+        save_attention_pictures(generator, fixed_latents(run_args), output_dir)
     scorer, real = scoring
     report = evaluate(generator, scorer, real, args.eval_samples, args.latent_dim,
                       seed + 1, args.eval_draws, args.pr_k)  # fmt: skip
@@ -1024,7 +1044,7 @@ def comparison_table(results):
         f"generator (mean std), {n['frechet_distance_std_over_seeds']:.2f} over "
         "seeds (std of the runs' means)"
         for block, n in results["noise"].items())]  # fmt: skip
-    pictures = [f"`{block}_seed{seed}/attention.png`"
+    pictures = [f"`{block}_seed{seed}/attention.png` (`attention_view.html`)"
                 for block, by_seed in results["runs"].items() if block == "attention"
                 for seed in by_seed]  # fmt: skip
     if pictures:

@@ -324,6 +324,45 @@ def test_bfloat16_policy_builds_a_mixed_model_in_graph_mode():
     assert loss.dtype == "float32" and np.isfinite(float(loss))
 
 
+@pytest.mark.parametrize("heads", [1, 2], ids=["rnn", "transformer"])
+def test_attention_views_of_the_translations(heads, tmp_path):
+    """`save_attention_views` (what `export` writes beside `attention.png`):
+    per sentence an offline `alignment_view` whose matrices are the RNN's
+    alignment, or the last layer's mean over heads then each head, with the
+    subword labels; for several heads, the model view of every layer of the
+    first sentence, queries labelled by the target, keys by the source."""
+    common = load("nmt_transformer") and sys.modules["nmt_common"]
+    rng = np.random.default_rng(0)
+    rows = []
+    for n, (source, target) in enumerate(
+        [(["\u2581Ein", "\u2581Hund", "</s>"], ["<s>", "\u2581A", "\u2581dog", "</s>"]),
+         (["\u2581Kind", "</s>"], ["<s>", "\u2581Child", "</s>"])]
+    ):  # fmt: skip
+        weights = rng.random((2, heads, len(target), len(source)))
+        rows.append(
+            (f"sentence {n}", source, target, weights / weights.sum(-1, keepdims=True))
+        )
+    paths = common.save_attention_views(rows, str(tmp_path))
+    names = ["alignments_0.html", "alignments_1.html"]
+    if heads > 1:
+        names.append("cross_attention_model_view.html")
+    assert [os.path.basename(p) for p in paths] == names
+    text = (tmp_path / "alignments_1.html").read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "https://" not in text
+    payload = json.loads(text.split("id='ka-data'>")[1].split("</script>")[0])
+    assert payload["sourceTokens"] == ["\u2581Kind", "</s>"]
+    matrices = payload["matrices"]
+    expected = ["alignment"] if heads == 1 else ["mean of 2 heads", "head 0", "head 1"]
+    assert [m["name"] for m in matrices] == expected
+    assert all(m["targetTokens"] == ["<s>", "\u2581Child", "</s>"] for m in matrices)
+    if heads > 1:
+        page = (tmp_path / "cross_attention_model_view.html").read_text(
+            encoding="utf-8"
+        )
+        for token in ("\u2581Ein", "\u2581dog", "decoder_1_cross"):
+            assert json.dumps(token) in page, token
+
+
 @pytest.mark.large
 @pytest.mark.parametrize(
     "name, flags",
@@ -344,6 +383,11 @@ def test_smoke_run_exports_and_reloads(name, flags, data_dir, tmp_path):
     for label in ("greedy", "beam2"):
         assert 0 <= results[label]["bleu"] <= 100
     assert (out / "attention.png").stat().st_size > 0
+    views = sorted(p.name for p in out.glob("*.html"))
+    expected = [f"alignments_{i}.html" for i in range(3)]
+    if name == "nmt_transformer":
+        expected.insert(3, "cross_attention_model_view.html")
+    assert sorted(views) == sorted(expected)
     # run() raises if the SavedModel, reloaded in a fresh process, disagrees.
     assert (out / "saved_model" / "saved_model.pb").exists()
     assert (out / "logs").is_dir() and (

@@ -147,7 +147,10 @@ def test_comparison_table_and_results_files(tmp_path):
                for line in lines)  # fmt: skip
     text = "\n".join(lines)
     assert "generator 100 / 100, discriminator 100 / 100" in text
-    assert "`attention_seed3/attention.png`" in text and "conv_seed1/att" not in text
+    assert (
+        "`attention_seed3/attention.png` (`attention_view.html`)" in text
+        and "conv_seed1/att" not in text
+    )
     assert "FD 6.90, precision 0.700, recall 0.710" in text
     runs.write_results(str(tmp_path), results, argparse.Namespace(seeds=[1, 2, 3]),
                        lines, source={"command": "python sagan.py"})  # fmt: skip
@@ -168,6 +171,8 @@ def test_smoke_run_trains_evaluates_and_exports(tmp_path):
     assert np.isfinite(report["frechet_distance"])
     assert (tmp_path / "samples_001.png").stat().st_size > 0
     assert (tmp_path / "attention.png").stat().st_size > 0
+    page = (tmp_path / "attention_view.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "g_attention" in page
     assert json.loads((tmp_path / "quality.json").read_text())["epochs"] == 1
     export_dir = tmp_path / "generator_savedmodel"
     assert (export_dir / "saved_model.pb").exists()
@@ -199,7 +204,9 @@ def test_ablation_comparison_trains_both_blocks_and_reads_finished_runs_back(
         attention, conv = (results["parameters"][b][network] for b in sagan.BLOCKS)
         assert attention["trainable"] == conv["trainable"] > 0
     assert (tmp_path / "attention_seed1" / "attention.png").stat().st_size > 0
+    assert (tmp_path / "attention_seed1" / "attention_view.html").exists()
     assert not (tmp_path / "conv_seed1" / "attention.png").exists()
+    assert not (tmp_path / "conv_seed1" / "attention_view.html").exists()
     saved = json.loads((tmp_path / "results.json").read_text())
     assert "--compare-ablation" in saved["provenance"]["command"]
     assert "| **conv** | mean ± std |" in (tmp_path / "results.md").read_text()
