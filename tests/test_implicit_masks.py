@@ -210,6 +210,44 @@ def _transformer(**kwargs):
     )
 
 
+def _bert_inputs():
+    """Token ids and keras-hub's `padding_mask` input (BERT takes its
+    padding as an input, not as a Keras mask)."""
+    tokens = keras.Input((T,), dtype="int32", name="token_ids")
+    padding = keras.Input((T,), dtype="int32", name="padding_mask")
+    return tokens, padding, [_tokens(QUERY_REAL, seed=1), QUERY_REAL.astype("int32")]
+
+
+def _bert_encoder(**kwargs):
+    return ka.models.BertEncoder(
+        VOCAB, 1, 2, WIDTH, 8, dropout=0.0, max_sequence_length=T, **kwargs
+    )
+
+
+def _with_unused_pooler(outputs, pooled):
+    """`outputs` plus zero times the pooled output: the pooler then gets a
+    (zero) gradient, where Keras would warn that it gets none (the pooled
+    output reads position 0, padding in some rows here: it has its own
+    tests in tests/models/test_bert_encoder.py)."""
+    return outputs + 0.0 * keras.ops.mean(pooled)
+
+
+def _bert(**kwargs):
+    """The encoder's sequence output at real positions."""
+    encoder = _bert_encoder(**kwargs)
+    tokens, padding, inputs = _bert_inputs()
+    outputs = encoder({"token_ids": tokens, "padding_mask": padding})
+    sequence = _with_unused_pooler(outputs["sequence_output"], outputs["pooled_output"])
+    real = QUERY_REAL
+    return Case(
+        keras.Model([tokens, padding], sequence),
+        inputs,
+        [encoder.token_embedding],
+        real[:, :, None],
+        sample_weight=real.astype("float32"),
+    )
+
+
 def _han():
     """Documents `(B, N, W)` with padded words and a padded sentence; the
     model masks its own padding id (0)."""
@@ -350,6 +388,7 @@ CASES = {
         )
     ),
     "Transformer": _transformer,
+    "BertEncoder": _bert,
 }
 
 # Layers whose outputs depend on positions only: the mask passes through.
@@ -373,6 +412,13 @@ NO_MASK = {
         "models whole images (B, H, W) of pixel levels: no padding",
         lambda: ka.models.ImageTransformer((2, 3), 4, hidden_dim=4, num_heads=2),
     ),
+    "BertMaskedLM": (
+        "the BertEncoder case covers its padding (an input, as in keras-hub); "
+        "its tied head reads the padding token's row as an output class, so "
+        "that row changes logits and gets gradients by design: "
+        "tests/models/test_bert_encoder.py checks every other logit",
+        lambda: ka.models.BertMaskedLM(_bert_encoder()),
+    ),
     "PointerNetwork": (
         "points into a set of feature vectors (B, T_in, F) with no padding "
         "convention (shorter outputs use `end_position`)",
@@ -393,6 +439,7 @@ IMPL_CLASSES = {
     "MultiHeadAttention", "MultiHeadSelfAttention", "TransformerEncoderBlock",
     "TransformerDecoderBlock", "TransformerEncoder", "TransformerDecoder",
     "UniversalTransformerEncoder", "UniversalTransformerDecoder", "Transformer",
+    "BertEncoder",
 }  # fmt: skip
 
 # One case per class in `make test`; the variants in `make test-large`.

@@ -125,6 +125,22 @@ def _han():
     return model
 
 
+def _bert_encoder():
+    """Equal widths (hidden, feed-forward, vocabulary, positions), so every
+    pair of weights is compared."""
+    encoder = ka.models.BertEncoder(
+        4, 2, 2, 4, 4, dropout=0.0, max_sequence_length=4, num_segments=4
+    )
+    encoder({"token_ids": np.ones((B, 3), "int32")})
+    return encoder
+
+
+def _bert_masked_lm():
+    model = ka.models.BertMaskedLM(_bert_encoder())
+    model({"token_ids": np.ones((B, 3), "int32"), "mask_positions": np.ones((B, 1))})
+    return model
+
+
 def _image_transformer():
     model = ka.models.ImageTransformer(
         (2, 3), 4, hidden_dim=4, num_heads=2, intermediate_dim=4, num_layers=2
@@ -451,6 +467,8 @@ CASES = {
     "PointerNetwork": (lambda init: _pointer_network(), False),
     "HierarchicalAttentionNetwork": (lambda init: _han(), False),
     "ImageTransformer": (lambda init: _image_transformer(), False),
+    "BertEncoder": (lambda init: _bert_encoder(), False),
+    "BertMaskedLM": (lambda init: _bert_masked_lm(), False),
     "PointerNetwork/gru-bidirectional-glimpse": (
         lambda init: _pointer_network(
             cell="gru", bidirectional=True, glimpse=True, attention_units=3

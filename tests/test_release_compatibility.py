@@ -22,7 +22,7 @@ CASES = sorted(p.stem for p in RELEASE.glob("*.keras"))
 ADDED_AFTER_0_2_0 = {
     "LSTMN", "LSTMNDeepFusionDecoder", "LSTMNShallowFusionDecoder",
     "MemoryCompressedAttention", "MemoryCompressedDecoder",
-    "MemoryCompressedDecoderBlock",
+    "MemoryCompressedDecoderBlock", "models.BertEncoder", "models.BertMaskedLM",
 }  # fmt: skip
 
 

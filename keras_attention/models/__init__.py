@@ -1,5 +1,7 @@
 """Complete models built from the layers (they may use `decoding`)."""
 
+from keras_attention.models.bert_encoder import BertEncoder
+from keras_attention.models.bert_masked_lm import BertMaskedLM
 from keras_attention.models.hierarchical_attention_network import (
     HierarchicalAttentionNetwork,
 )
@@ -8,6 +10,8 @@ from keras_attention.models.pointer_network import PointerNetwork
 from keras_attention.models.transformer import Transformer
 
 __all__ = [
+    "BertEncoder",
+    "BertMaskedLM",
     "HierarchicalAttentionNetwork",
     "ImageTransformer",
     "PointerNetwork",

@@ -339,10 +339,7 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
         )
         ours = cls(**{**arguments, **kwargs})
         ours.build(**layer._build_shapes_dict)
-        ours._self_attention_layer.copy_multi_head_attention_weights(
-            layer._self_attention_layer
-        )
-        ours._copy_same_sublayers(layer, ours)
+        ours.copy_keras_hub_weights(layer)
         return ours
 
     def to_keras_hub(self):
@@ -366,11 +363,25 @@ class TransformerBlockBase(SequenceLayerMixin, FineTuningMixin, keras.layers.Lay
         same = {name: getattr(self, name) for name in _KERAS_HUB_ARGS}
         layer = hub_class(**same, name=self.name, dtype=self.dtype_policy)
         layer.build(**self._build_shapes_dict)
+        self.copy_weights_to_keras_hub(layer)
+        return layer
+
+    def copy_keras_hub_weights(self, layer):
+        """Set this built block's weights to those of `layer`, a built
+        keras-hub block of the same config and shapes (the self-attention's
+        query, key and value kernels fused)."""
+        self._self_attention_layer.copy_multi_head_attention_weights(
+            layer._self_attention_layer
+        )
+        self._copy_same_sublayers(layer, self)
+
+    def copy_weights_to_keras_hub(self, layer):
+        """Set the weights of `layer`, a built keras-hub block of the same
+        config and shapes, to this block's (the fused Q/K/V split)."""
         self._self_attention_layer.copy_weights_to_multi_head_attention(
             layer._self_attention_layer
         )
         self._copy_same_sublayers(self, layer)
-        return layer
 
     def _copy_same_sublayers(self, source, target):
         """The weights of the sublayers that are the same in both libraries,
