@@ -130,6 +130,19 @@ def get_initializer(value, name="kernel_initializer"):
     return _keras_get(keras.initializers.get, name, value, rule)
 
 
+def get_layer(name, value, layer_class, rule, attribute=None):
+    """`value`, a layer or its config, as a layer: a `ValueError` naming the
+    argument and stating `rule` unless it is a `layer_class` (with the
+    `attribute`, when one is given)."""
+    if isinstance(value, dict):
+        value = keras.saving.deserialize_keras_object(value)
+    if not isinstance(value, layer_class) or (
+        attribute is not None and not hasattr(value, attribute)
+    ):
+        raise ValueError(f"`{name}` must be {rule}. Received: {name}={value!r}")
+    return value
+
+
 # -- masks ---------------------------------------------------------------
 
 

@@ -4,7 +4,23 @@ import keras
 from keras import ops
 
 
-class MaskModifier:
+class _Modifier:
+    """The config and `repr` of every modifier: a subclass' constructor
+    arguments, which `get_config` returns (none here)."""
+
+    def get_config(self):
+        return {}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
+        return f"{type(self).__name__}({args})"
+
+
+class MaskModifier(_Modifier):
     """A boolean function of positions: `(batch, head, query, key) -> bool`.
 
     Subclasses implement `__call__` and, when they can bound the keys a
@@ -25,25 +41,14 @@ class MaskModifier:
         keys `[lo, hi)`; `None` when unknown."""
         return None
 
-    def get_config(self):
-        return {}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
     def __and__(self, other):
         return AndMask([self, other])
 
     def __or__(self, other):
         return OrMask([self, other])
 
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
-        return f"{type(self).__name__}({args})"
 
-
-class ScoreModifier:
+class ScoreModifier(_Modifier):
     """A function of a scaled logit and its positions:
     `(score, batch, head, query, key) -> score`.
 
@@ -56,17 +61,6 @@ class ScoreModifier:
 
     def __call__(self, score, batch, head, query, key):
         raise NotImplementedError
-
-    def get_config(self):
-        return {}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
-        return f"{type(self).__name__}({args})"
 
 
 def serialize(modifier):

@@ -109,6 +109,14 @@ def _second(result):
     return result[1]
 
 
+def _keras_convention(classes, masks, layout=heads_first):
+    """The reader of layers that follow Keras' convention: `call(...,
+    return_attention_scores=True)` returns `(output, weights)`."""
+    return AttentionReader(
+        classes, "call", "return_attention_scores", _second, layout, masks
+    )
+
+
 _QUERY = (("query_mask",), ("query",))
 _KEY = (("key_mask", "value_mask"), ("key", "value"))
 
@@ -124,14 +132,7 @@ READERS = (
         heads_first,
         _multi_head_masks,
     ),
-    AttentionReader(
-        (ka_layers.ScoredAttention,),
-        "call",
-        "return_attention_scores",
-        _second,
-        heads_first,
-        _masks(_QUERY, _KEY),
-    ),
+    _keras_convention((ka_layers.ScoredAttention,), _masks(_QUERY, _KEY)),
     AttentionReader(
         (ka_layers.PointerAttention,),
         "call",
@@ -168,36 +169,18 @@ READERS = (
         heads_first,
         _masks((("mask",), ("sequences",)), (("mask",), ("sequences",))),
     ),
-    AttentionReader(
+    _keras_convention(
         (ka_layers.AttentionPooling,),
-        "call",
-        "return_attention_scores",
-        _second,
-        contexts_as_heads,
         _masks(key=(("mask",), ("inputs",))),
+        layout=contexts_as_heads,
     ),
-    AttentionReader(
-        (ka_layers.SelfAttention2D,),
-        "call",
-        "return_attention_scores",
-        _second,
-        heads_first,
-        _masks(),
-    ),
-    AttentionReader(
+    _keras_convention((ka_layers.SelfAttention2D,), _masks()),
+    _keras_convention(
         (keras.layers.MultiHeadAttention, keras.layers.GroupQueryAttention),
-        "call",
-        "return_attention_scores",
-        _second,
-        heads_first,
         _masks(_QUERY, _KEY),
     ),
-    AttentionReader(
+    _keras_convention(
         (keras.layers.Attention,),  # and AdditiveAttention
-        "call",
-        "return_attention_scores",
-        _second,
-        heads_first,
         _keras_attention_masks,
     ),
 )

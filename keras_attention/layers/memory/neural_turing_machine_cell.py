@@ -5,6 +5,7 @@ from keras_attention import ops as ka_ops
 from keras_attention.initializers import fresh_initializer
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rank
+from keras_attention.validation import get_layer
 
 # Raw head parameters per head: key (M), strength, gate, shift (K), sharpness.
 _SCALARS = 3
@@ -30,15 +31,13 @@ def _controller_width(controller):
 
 
 def _check_controller(controller):
-    if isinstance(controller, dict):
-        controller = keras.saving.deserialize_keras_object(controller)
-    if not isinstance(controller, keras.layers.Layer):
-        raise ValueError(
-            "`controller` must be a Keras layer: an RNN cell such as "
-            "keras.layers.LSTMCell(100) or a feed-forward layer such as "
-            f"keras.layers.Dense(100, activation='relu'). Received: "
-            f"controller={controller!r}"
-        )
+    controller = get_layer(
+        "controller",
+        controller,
+        keras.layers.Layer,
+        "a Keras layer: an RNN cell such as keras.layers.LSTMCell(100) or a "
+        "feed-forward layer such as keras.layers.Dense(100, activation='relu')",
+    )
     _controller_width(controller)
     return controller
 

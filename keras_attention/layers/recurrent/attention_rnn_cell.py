@@ -5,6 +5,7 @@ from keras_attention import ops as ka_ops
 from keras_attention.layers.recurrent.scored_attention import ScoredAttention
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rank
+from keras_attention.validation import get_layer
 
 _STYLES = ("bahdanau", "luong")
 
@@ -29,13 +30,12 @@ def _no_memory(name):
 def step_attention(attention):
     """`attention` (or its config) checked for a decoder that queries it one
     state at a time: a `ScoredAttention` whose window, if any, is local-p."""
-    if isinstance(attention, dict):
-        attention = keras.saving.deserialize_keras_object(attention)
-    if not isinstance(attention, ScoredAttention):
-        raise ValueError(
-            "`attention` must be a `ScoredAttention` layer (e.g. "
-            f"BahdanauAttention, LuongAttention). Received: attention={attention!r}"
-        )
+    attention = get_layer(
+        "attention",
+        attention,
+        ScoredAttention,
+        "a `ScoredAttention` layer (e.g. BahdanauAttention, LuongAttention)",
+    )
     if attention.window is not None and not attention.predictive:
         raise ValueError(
             "`attention` inside a decoder cell may use a local `window` only "
@@ -167,13 +167,13 @@ class AttentionRNNCell(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if isinstance(cell, dict):
-            cell = keras.saving.deserialize_keras_object(cell)
-        if not isinstance(cell, keras.layers.Layer) or not hasattr(cell, "state_size"):
-            raise ValueError(
-                "`cell` must be a Keras RNN cell (a layer with `state_size`, "
-                f"e.g. keras.layers.GRUCell). Received: cell={cell!r}"
-            )
+        cell = get_layer(
+            "cell",
+            cell,
+            keras.layers.Layer,
+            "a Keras RNN cell (a layer with `state_size`, e.g. keras.layers.GRUCell)",
+            attribute="state_size",
+        )
         attention = step_attention(attention)
         if style not in _STYLES:
             raise ValueError(

@@ -5,6 +5,7 @@ from keras_attention import ops as ka_ops
 from keras_attention.layers.recurrent.attention_rnn_cell import AttentionRNNCell
 from keras_attention.validation import check_rank
 from keras_attention.validation import check_same
+from keras_attention.validation import get_layer
 
 
 def _dropout_cells(cell):
@@ -74,14 +75,12 @@ class AttentionRNNDecoder(keras.layers.Layer):
 
     def __init__(self, cell, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(cell, dict):
-            cell = keras.saving.deserialize_keras_object(cell)
-        if not isinstance(cell, AttentionRNNCell):
-            raise ValueError(
-                "`cell` must be an `AttentionRNNCell` (wrap your Keras cell and "
-                f"attention layer in one). Received: cell={cell!r}"
-            )
-        self.cell = cell
+        self.cell = get_layer(
+            "cell",
+            cell,
+            AttentionRNNCell,
+            "an `AttentionRNNCell` (wrap your Keras cell and attention layer in one)",
+        )
         self.supports_masking = True
 
     def _check_shapes(self, inputs_shape, memory_shape):

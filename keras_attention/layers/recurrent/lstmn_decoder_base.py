@@ -12,17 +12,17 @@ from keras_attention.validation import check_last_dim
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rank
 from keras_attention.validation import check_same
+from keras_attention.validation import get_layer
 
 
 def _lstmn(lstmn):
     """`lstmn` (or its config) checked: an `LSTMN` reading forwards."""
-    if isinstance(lstmn, dict):
-        lstmn = keras.saving.deserialize_keras_object(lstmn)
-    if not isinstance(lstmn, LSTMN):
-        raise ValueError(
-            "`lstmn` must be a `keras_attention.layers.LSTMN` (the decoder's "
-            f"intra-attention). Received: lstmn={lstmn!r}"
-        )
+    lstmn = get_layer(
+        "lstmn",
+        lstmn,
+        LSTMN,
+        "a `keras_attention.layers.LSTMN` (the decoder's intra-attention)",
+    )
     if lstmn.go_backwards:
         raise ValueError(
             "`lstmn` must read forwards: a decoder produces its targets left "

@@ -137,7 +137,7 @@ def _weighted_values(weights, value):
     return _product(
         "bnts,bsnh->btnh",
         "btnh,bsnh->bnts",
-        lambda w, d_out: _sum_over_queries(w, d_out),
+        _sum_over_queries,
         weights,
         value,
     )
