@@ -238,6 +238,29 @@ class BertEncoder(keras.Model):
             padding_mask = keras.ops.cast(padding_mask, "bool")
         return token_ids, segment_ids, padding_mask
 
+    # -- fine-tuning ----------------------------------------------------------
+
+    def enable_lora(self, rank, lora_alpha=None, target_names=None):
+        """As keras-hub's `Backbone.enable_lora`: every weight of the
+        encoder frozen, then LoRA (Hu et al., 2021) on the blocks' query and
+        value projections (by default the fused Q/K/V projection, see
+        `TransformerEncoder.enable_lora`): their low-rank factors and
+        biases train, nothing else.
+
+        Args:
+            rank: the rank of each kernel's low-rank update.
+            lora_alpha: its scale (`rank` when `None`), as in Keras.
+            target_names: names of the projections to adapt (default
+                `TransformerEncoder.LORA_TARGETS`).
+        """
+        if not self.built:
+            self.build()
+        targets = tuple(target_names or self.encoder.LORA_TARGETS)
+        for layer in self._flatten_layers(include_self=False):
+            if not list(layer._flatten_layers(include_self=False)):  # a leaf
+                layer.trainable = layer.name in targets
+        self.encoder.enable_lora(rank, lora_alpha=lora_alpha, target_names=targets)
+
     # -- conversion from and to keras-hub -----------------------------------
 
     @classmethod

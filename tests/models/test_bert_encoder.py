@@ -188,6 +188,21 @@ def test_compiled_fit_learns_the_masked_tokens():
     assert losses[-1] < 0.5 * losses[0]
 
 
+def test_lora_trains_only_the_attention_projections_low_rank_factors():
+    encoder = _encoder()
+    inputs = _inputs()
+    expected = _real(encoder(inputs))
+    encoder.enable_lora(2)
+    trainable = {w.path.split("/")[-1] for w in encoder.trainable_weights}
+    assert trainable == {"lora_kernel_a", "lora_kernel_b", "bias"}
+    # B starts at zero: the same outputs until it trains.
+    for actual, want in zip(_real(encoder(inputs)), expected, strict=True):
+        np.testing.assert_allclose(actual, want, atol=1e-6)
+    per_block = WIDTH * 2 + 2 * 3 * WIDTH + 3 * WIDTH  # A, B, the fused Q/K/V bias
+    count = sum(int(np.prod(w.shape)) for w in encoder.trainable_weights)
+    assert count == LAYERS * per_block
+
+
 def test_bad_arguments_and_inputs():
     with pytest.raises(ValueError, match="position_encoding"):
         _encoder(position_encoding="sinusoidal")
