@@ -7,6 +7,7 @@ import keras
 
 from keras_attention.ops import check_attention_impl
 from keras_attention.ops.dispatch.attention_plan import check_fused_options
+from keras_attention.validation import check_positive_int
 from keras_attention.validation import get_activation
 
 # What every stack of the model gets, in the order of the models' signatures.
@@ -39,6 +40,26 @@ def check_attention_options(attention_impl, dropout, attention_dropout):
     check_fused_options(
         attention_impl, dropout if attention_dropout is None else attention_dropout
     )
+
+
+def check_model_arguments(arguments, positive_names, position_encodings):
+    """A model's own arguments in `arguments` (its `__init__` locals): the
+    attention options, the `positive_names` positive integers, the heads
+    dividing `hidden_dim`, a known `position_encoding`. The stacks check
+    the blocks' arguments."""
+    check_attention_options(
+        arguments["attention_impl"],
+        arguments["dropout"],
+        arguments["attention_dropout"],
+    )
+    for name in positive_names:
+        check_positive_int(name, arguments[name])
+    check_heads_divide(arguments["hidden_dim"], arguments["num_heads"])
+    if arguments["position_encoding"] not in position_encodings:
+        raise ValueError(
+            f"`position_encoding` must be one of {position_encodings}. "
+            f"Received: position_encoding={arguments['position_encoding']!r}"
+        )
 
 
 def set_block_arguments(model, arguments):

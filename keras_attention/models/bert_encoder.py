@@ -7,14 +7,21 @@ from keras_attention.layers.transformer.position_embedding import PositionEmbedd
 from keras_attention.layers.transformer.transformer_encoder import TransformerEncoder
 from keras_attention.models._block_arguments import block_arguments
 from keras_attention.models._block_arguments import block_config
-from keras_attention.models._block_arguments import check_attention_options
-from keras_attention.models._block_arguments import check_heads_divide
+from keras_attention.models._block_arguments import check_model_arguments
 from keras_attention.models._block_arguments import set_block_arguments
 from keras_attention.modifiers import ALiBi
-from keras_attention.validation import check_positive_int
 
 POSITION_ENCODINGS = ("learned", "rope", "alibi")
 INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
+# The model's own positive integers (the stack checks the blocks').
+POSITIVE_ARGUMENTS = (
+    "vocabulary_size",
+    "num_layers",
+    "hidden_dim",
+    "num_heads",
+    "max_sequence_length",
+    "num_segments",
+)
 # keras-hub's BertBackbone arguments, the same here.
 _KERAS_HUB_ARGS = (
     "vocabulary_size",
@@ -132,7 +139,7 @@ class BertEncoder(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_arguments(locals())
+        check_model_arguments(locals(), POSITIVE_ARGUMENTS, POSITION_ENCODINGS)
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
         self.max_sequence_length = max_sequence_length
@@ -276,9 +283,7 @@ class BertEncoder(keras.Model):
         ours._check_keras_hub_compatible()
         ours.build()
         _copy_same_sublayers(backbone, ours)
-        for block, hub_block in zip(
-            ours.encoder.blocks, backbone.transformer_layers, strict=True
-        ):
+        for block, hub_block in _block_pairs(ours, backbone):
             block.copy_keras_hub_weights(hub_block)
         return ours
 
@@ -295,9 +300,7 @@ class BertEncoder(keras.Model):
         if not self.built:
             self.build()
         _copy_same_sublayers(self, backbone)
-        for block, hub_block in zip(
-            self.encoder.blocks, backbone.transformer_layers, strict=True
-        ):
+        for block, hub_block in _block_pairs(self, backbone):
             block.copy_weights_to_keras_hub(hub_block)
         return backbone
 
@@ -337,31 +340,6 @@ class BertEncoder(keras.Model):
         }
 
 
-def _check_arguments(arguments):
-    """The model's own arguments (its `__init__` locals); the stack checks
-    the blocks' arguments."""
-    check_attention_options(
-        arguments["attention_impl"],
-        arguments["dropout"],
-        arguments["attention_dropout"],
-    )
-    for name in (
-        "vocabulary_size",
-        "num_layers",
-        "hidden_dim",
-        "num_heads",
-        "max_sequence_length",
-        "num_segments",
-    ):
-        check_positive_int(name, arguments[name])
-    check_heads_divide(arguments["hidden_dim"], arguments["num_heads"])
-    if arguments["position_encoding"] not in POSITION_ENCODINGS:
-        raise ValueError(
-            f"`position_encoding` must be one of {POSITION_ENCODINGS}. "
-            f"Received: position_encoding={arguments['position_encoding']!r}"
-        )
-
-
 # The sublayers of the same type and name in both models.
 _SAME_SUBLAYERS = (
     "token_embedding",
@@ -377,3 +355,8 @@ def _copy_same_sublayers(source, target):
     keras-hub `BertBackbone` and a `BertEncoder`, either way round)."""
     for name in _SAME_SUBLAYERS:
         getattr(target, name).set_weights(getattr(source, name).get_weights())
+
+
+def _block_pairs(encoder, backbone):
+    """`(our block, keras-hub's block)`, layer by layer."""
+    return zip(encoder.encoder.blocks, backbone.transformer_layers, strict=True)

@@ -13,40 +13,24 @@ from keras_attention.layers.transformer.transformer_decoder import TransformerDe
 from keras_attention.layers.transformer.transformer_encoder import TransformerEncoder
 from keras_attention.models._block_arguments import block_arguments
 from keras_attention.models._block_arguments import block_config
-from keras_attention.models._block_arguments import check_attention_options
-from keras_attention.models._block_arguments import check_heads_divide
+from keras_attention.models._block_arguments import check_model_arguments
 from keras_attention.models._block_arguments import set_block_arguments
 from keras_attention.models._compiled_loop import run_compiled
 from keras_attention.modifiers import ALiBi
 from keras_attention.modifiers import RelativePositionBias
 from keras_attention.ops.softmax import MASK_VALUE
-from keras_attention.validation import check_positive_int
 
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "relative")
 
 
-def _check_arguments(arguments):
-    """The model's own arguments in `arguments` (its `__init__` locals);
-    the stacks check the blocks' arguments."""
-    check_attention_options(
-        arguments["attention_impl"],
-        arguments["dropout"],
-        arguments["attention_dropout"],
-    )
-    for name in (
-        "encoder_vocabulary_size",
-        "decoder_vocabulary_size",
-        "hidden_dim",
-        "num_heads",
-        "max_length",
-    ):
-        check_positive_int(name, arguments[name])
-    check_heads_divide(arguments["hidden_dim"], arguments["num_heads"])
-    if arguments["position_encoding"] not in POSITION_ENCODINGS:
-        raise ValueError(
-            f"`position_encoding` must be one of {POSITION_ENCODINGS}. "
-            f"Received: position_encoding={arguments['position_encoding']!r}"
-        )
+# The model's own positive integers (the stacks check the blocks').
+POSITIVE_ARGUMENTS = (
+    "encoder_vocabulary_size",
+    "decoder_vocabulary_size",
+    "hidden_dim",
+    "num_heads",
+    "max_length",
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -143,7 +127,7 @@ class Transformer(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_arguments(locals())
+        check_model_arguments(locals(), POSITIVE_ARGUMENTS, POSITION_ENCODINGS)
         self.encoder_vocabulary_size = encoder_vocabulary_size
         self.decoder_vocabulary_size = decoder_vocabulary_size
         self.num_encoder_layers = num_encoder_layers
