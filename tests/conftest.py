@@ -1,3 +1,4 @@
+import fnmatch
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -68,23 +69,40 @@ def optimized_hlo():
     pytest.skip(f"no XLA compiler IR on the {backend} backend")
 
 
-def _slow_on_jax():
-    """The node ids listed in tests/slow_on_jax.txt."""
-    path = os.path.join(os.path.dirname(__file__), "slow_on_jax.txt")
+def _listed(name):
+    """The node ids (or fnmatch patterns) listed in tests/<name>."""
+    path = os.path.join(os.path.dirname(__file__), name)
     with open(path, encoding="utf-8") as f:
         lines = (line.strip() for line in f)
         return {line for line in lines if line and not line.startswith("#")}
 
 
+def _slow_on_jax():
+    """The node ids listed in tests/slow_on_jax.txt."""
+    return _listed("slow_on_jax.txt")
+
+
+def _is_variant(nodeid, patterns):
+    """Whether tests/variants.txt lists `nodeid` (`[` is literal there)."""
+    return any(fnmatch.fnmatchcase(nodeid, p.replace("[", "[[]")) for p in patterns)
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config, items):
-    """Mark the tests listed in tests/slow_on_jax.txt `slow_on_jax`; skip
-    `tf_only` tests (SavedModel, tf.function tracing, GradientTape on
-    weights, tf.distribute) when the suite runs on another backend."""
+    """Mark the tests listed in tests/slow_on_jax.txt `slow_on_jax`, and
+    those of tests/variants.txt `large` on TensorFlow and `slow_on_jax` on
+    another backend; skip `tf_only` tests (SavedModel, tf.function
+    tracing, GradientTape on weights, tf.distribute) when the suite runs on
+    another backend."""
     slow = _slow_on_jax()
+    variants = _listed("variants.txt")
+    on_tensorflow = keras.backend.backend() == "tensorflow"
     for item in items:
         if item.nodeid in slow or item.nodeid.split("[")[0] in slow:
             item.add_marker(pytest.mark.slow_on_jax)
+        if _is_variant(item.nodeid, variants):
+            marker = pytest.mark.large if on_tensorflow else pytest.mark.slow_on_jax
+            item.add_marker(marker)
     if keras.backend.backend() == "tensorflow":
         return
     for item in items:

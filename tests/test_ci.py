@@ -81,3 +81,15 @@ def test_every_test_listed_slow_on_jax_exists():
         path, name = line.split("[")[0].split("::")
         source = (ROOT / path).read_text()
         assert re.search(rf"^def {name}\(", source, re.M), line
+
+
+def test_every_pattern_listed_in_variants_names_tests_that_exist():
+    """Each line of tests/variants.txt names an existing test function (a
+    renamed one would otherwise silently move back into `make test`)."""
+    for line in (ROOT / "tests" / "variants.txt").read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        path, name = line.split("[")[0].split("::")
+        source = (ROOT / path).read_text()
+        pattern = name.replace("*", r"\w*")
+        assert re.search(rf"^def {pattern}\(", source, re.M), line
