@@ -34,6 +34,9 @@ Steps:
    TensorFlow Serving's) in a fresh process with `tensorflow_text`
    imported. `saved_model_cli run` itself cannot serve it: it does not
    load the tensorflow-text ops (WordPiece) that the graph holds.
+6. The attention of the pre-trained classifier on one short test review:
+   `attention.png` (the last layer's heads) and `attention_view.html`
+   (every layer x head, interactive, offline).
 
 Data: `--data-dir` with `train.jsonl.gz` and `test.jsonl.gz` (as in
 `../shared/data/imdb`, checked against their SHA-256), or the canonical
@@ -386,6 +389,59 @@ def export(tokenizer, model, args, texts):
 
 
 # ---------------------------------------------------------------------------
+# Attention of one review
+# ---------------------------------------------------------------------------
+
+
+def review_attention(model, tokenizer, texts, longest=48):
+    """The shortest of the first 2,000 `texts` (its first `longest - 2`
+    pieces when it is longer), between `[CLS]` and `[SEP]`, unpadded:
+    `(text, labels, weights (L, N, T, T), positive)`, the weights of every
+    encoder layer (`collect_attention`: one eager call, inference mode)
+    and the classifier's probability of a positive review."""
+    from keras_attention.visualization import collect_attention
+
+    rows = pieces(tokenizer, texts[:2000])
+    index = int(np.argmin([len(r) for r in rows]))
+    ids = pack([rows[index]], min(len(rows[index]) + 2, longest))
+    attention = collect_attention(model, ids)
+    weights = np.stack([record.weights[0] for record in attention.values()])
+    positive = float(keras.ops.softmax(attention.outputs)[0, 1])
+    labels = [tokenizer.id_to_token(int(i)) for i in ids[0]]
+    return texts[index], labels, weights, positive
+
+
+def save_attention_pictures(model, tokenizer, texts, args):
+    """`attention.png` (the last layer's mean over heads, then each of its
+    heads) and `attention_view.html` (`model_view`: every layer x head,
+    click a map for its head view) of one short test review."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from keras_attention.visualization import model_view
+    from keras_attention.visualization import plot_attention
+
+    longest = min(48, args.sequence_length)  # within the position table
+    text, labels, weights, positive = review_attention(model, tokenizer, texts, longest)
+    title = f"P(positive) = {positive:.3f}: {text[:70]}"
+    last = weights[-1]
+    panels = [(f"last layer, mean of {len(last)} heads", last.mean(0))]
+    panels += [(f"last layer, head {h}", w) for h, w in enumerate(last)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 6.5))
+    for ax, (name, w) in zip(axes, panels, strict=True):
+        plot_attention(w, labels, labels, ax=ax, title=name)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.output_dir, "attention.png"), dpi=90)
+    plt.close(fig)
+    layers = {f"layer_{n}": w[None] for n, w in enumerate(weights)}
+    view = model_view(layers, labels, title=title)
+    return str(view.save(os.path.join(args.output_dir, "attention_view.html")))
+
+
+# ---------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------
 
@@ -522,6 +578,9 @@ def main(argv=None):
             f"SavedModel in {directory}; the TF1 loader gives {served.round(3).tolist()}"
         )
         results["saved_model"] = directory
+        results["attention_view"] = save_attention_pictures(
+            trained["pretrained"], tokenizer, test_texts, args
+        )
     write_results(results, args)
     return results
 

@@ -2,21 +2,18 @@
 schedule, and (large) the whole script on synthetic reviews with its
 SavedModel served by the TF1 loader and a resumed rerun."""
 
-import gzip
 import importlib
-import json
 import pathlib
 import sys
 
 import keras
 import numpy as np
 import pytest
+from synthetic_imdb import write_reviews
 
 pytestmark = pytest.mark.tf_only(reason="tf.data, tensorflow-text, SavedModel")
 
 NLP = pathlib.Path(__file__).parents[2] / "examples" / "nlp"
-GOOD = ["a great film", "wonderful acting", "I loved it", "superb story"]
-BAD = ["a dull film", "terrible acting", "I hated it", "boring story"]
 
 
 def load():
@@ -27,18 +24,7 @@ def load():
 
 @pytest.fixture
 def data_dir(tmp_path):
-    """Synthetic reviews in the JSON-lines format of ../shared/data/imdb."""
-    rng = np.random.default_rng(0)
-    directory = tmp_path / "imdb"
-    directory.mkdir()
-    for split in ("train", "test"):
-        with gzip.open(directory / f"{split}.jsonl.gz", "wt", encoding="utf-8") as f:
-            for i in range(120):
-                label = i % 2
-                text = ". ".join(rng.choice(GOOD if label else BAD, size=4))
-                review = dict(id=i, rating=8 if label else 2, label=label, text=text)
-                f.write(json.dumps(review) + "\n")
-    return directory
+    return write_reviews(tmp_path / "imdb", 120, phrases=4)
 
 
 def test_windows_cut_every_piece_into_cls_sep_frames():
@@ -94,8 +80,10 @@ def test_smoke_run_pretrains_fine_tunes_serves_and_resumes(data_dir, tmp_path):
             "--output-dir", str(out)]  # fmt: skip
     results = script.main(argv)
     assert set(results["models"]) == {"pretrained", "scratch", "lora"}
-    for record in results["models"].values():
-        assert 0.0 <= record["test_accuracy"] <= 1.0
+    for record in results["models"].values():  # every one of the 120 scored
+        assert record["test_accuracy"] * 120 == pytest.approx(
+            round(record["test_accuracy"] * 120), abs=1e-6
+        )
     lora, full = (
         results["models"][m]["trainable_weights"] for m in ("lora", "scratch")
     )
@@ -105,6 +93,10 @@ def test_smoke_run_pretrains_fine_tunes_serves_and_resumes(data_dir, tmp_path):
     assert (out / "vocab.txt").exists() and (
         out / "saved_model" / "saved_model.pb"
     ).exists()
+    # The attention of one review: the picture, and the view with its pieces.
+    assert (out / "attention.png").stat().st_size > 10_000
+    view = (out / "attention_view.html").read_text()
+    assert "[CLS]" in view and "[SEP]" in view and "layer_0" in view
     # Rerunning the command reads the finished pre-training and models back.
     again = script.main(argv)
     assert again["models"]["pretrained"]["test_accuracy"] == pytest.approx(

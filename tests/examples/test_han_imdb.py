@@ -1,10 +1,10 @@
-import gzip
 import importlib.util
 import json
 import pathlib
 
 import numpy as np
 import pytest
+from synthetic_imdb import write_reviews
 
 SCRIPT = pathlib.Path(__file__).parents[2] / "examples" / "nlp" / "han_imdb.py"
 
@@ -18,25 +18,10 @@ def _load():
 
 han_imdb = _load()
 
-GOOD = ["a great film", "wonderful acting", "I loved it", "superb story"]
-BAD = ["a dull film", "terrible acting", "I hated it", "boring story"]
-
 
 @pytest.fixture
 def data_dir(tmp_path):
-    """Synthetic reviews in the JSON-lines format of ../shared/data/imdb."""
-    rng = np.random.default_rng(0)
-    directory = tmp_path / "imdb"
-    directory.mkdir()
-    for split in ("train", "test"):
-        with gzip.open(directory / f"{split}.jsonl.gz", "wt", encoding="utf-8") as f:
-            for i in range(60):
-                label = i % 2
-                phrases = rng.choice(GOOD if label else BAD, size=3)
-                text = ". ".join(phrases) + "!<br /><br />The end."
-                review = dict(id=i, rating=8 if label else 2, label=label, text=text)
-                f.write(json.dumps(review) + "\n")
-    return directory
+    return write_reviews(tmp_path / "imdb", 60, suffix="!<br /><br />The end.")
 
 
 def test_reviews_become_documents_of_sentences(data_dir):
@@ -100,7 +85,6 @@ def test_review_views_show_word_and_sentence_weights(tmp_path):
     the word weights as one row per sentence over the review's words (each
     row on its own words only) and the sentence weights as one row over the
     sentences; self-contained pages."""
-    import json
     import re
 
     sentences = [["a", "fine", "film"], ["the", "plot", "drags", "on", "badly"]]

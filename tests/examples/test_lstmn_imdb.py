@@ -1,11 +1,11 @@
 import argparse
-import gzip
 import importlib.util
 import json
 import pathlib
 
 import numpy as np
 import pytest
+from synthetic_imdb import write_reviews
 
 SCRIPT = pathlib.Path(__file__).parents[2] / "examples" / "nlp" / "lstmn_imdb.py"
 
@@ -80,19 +80,8 @@ def test_the_picture_takes_the_longest_sentence():
 
 @pytest.fixture
 def data_dir(tmp_path):
-    """Synthetic reviews in the JSON-lines format of ../shared/data/imdb."""
-    rng = np.random.default_rng(0)
     good, bad = ["a great film", "I loved it"], ["a dull film", "I hated it"]
-    directory = tmp_path / "imdb"
-    directory.mkdir()
-    for split in ("train", "test"):
-        with gzip.open(directory / f"{split}.jsonl.gz", "wt", encoding="utf-8") as f:
-            for i in range(60):
-                label = i % 2
-                text = ". ".join(rng.choice(good if label else bad, size=3)) + "."
-                review = dict(id=i, rating=8 if label else 2, label=label, text=text)
-                f.write(json.dumps(review) + "\n")
-    return directory
+    return write_reviews(tmp_path / "imdb", 60, suffix=".", good=good, bad=bad)
 
 
 @pytest.mark.large  # the whole script end to end: .ci/run runs the large set
