@@ -283,6 +283,24 @@ def check_cache(name, cache, batch, num_heads, head_dim):
     check_shape(name, cache, expected, layout)
 
 
+def build_key_shape(value_shape, key_shape):
+    """The key shape of an attention layer's `build(query_shape,
+    value_shape, key_shape)`: `value_shape` when `key_shape` is `None`. A
+    value shape is required (its width sets the value projection)."""
+    if value_shape is None:
+        raise ValueError(
+            "`value` is needed to build the layer (its width sets the "
+            "value projection). Received: value=None"
+        )
+    return value_shape if key_shape is None else key_shape
+
+
+def input_widths(query_shape, value_shape, key_shape):
+    """The widths `(B, L, D)` -> `D` an attention layer is built for, by
+    input name, as `check_attention_inputs` takes them."""
+    return {"query": query_shape[-1], "value": value_shape[-1], "key": key_shape[-1]}
+
+
 def check_attention_inputs(query, value, key, widths):
     """The sequences of an attention call, `(B, L, D)` each: ranks, the
     widths `widths[name]` the layer was built for, the key's and value's
