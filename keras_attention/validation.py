@@ -319,16 +319,22 @@ def check_attention_inputs(query, value, key, widths):
     check_same("key", key.shape[0], "value", value.shape[0], "batch size")
 
 
+def check_cache_index(cache, cache_update_index, prefix=""):
+    """A `{prefix}cache_update_index` needs a `{prefix}cache` (`prefix`:
+    whose cache, e.g. `"self_attention_"`)."""
+    if cache is None and cache_update_index is not None:
+        raise ValueError(
+            f"`{prefix}cache_update_index` needs a `{prefix}cache`. Received: "
+            f"{prefix}cache=None, {prefix}cache_update_index={cache_update_index}"
+        )
+
+
 def check_cache_arguments(cache, cache_update_index, query, num_heads, key_dim):
     """A key/value `cache` `(B, 2, S, N, H)` and its `cache_update_index`:
     the index needs a cache, and the query's new positions from it fit in
     the cache (static values only)."""
+    check_cache_index(cache, cache_update_index)
     if cache is None:
-        if cache_update_index is not None:
-            raise ValueError(
-                "`cache_update_index` needs a `cache`. Received: cache=None, "
-                f"cache_update_index={cache_update_index}"
-            )
         return
     check_cache("cache", cache, query.shape[0], num_heads, key_dim)
     check_index(
