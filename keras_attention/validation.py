@@ -283,6 +283,24 @@ def check_cache(name, cache, batch, num_heads, head_dim):
     check_shape(name, cache, expected, layout)
 
 
+def build_key_shape(value_shape, key_shape):
+    """The key shape of an attention layer's `build(query_shape,
+    value_shape, key_shape)`: `value_shape` when `key_shape` is `None`. A
+    value shape is required (its width sets the value projection)."""
+    if value_shape is None:
+        raise ValueError(
+            "`value` is needed to build the layer (its width sets the "
+            "value projection). Received: value=None"
+        )
+    return value_shape if key_shape is None else key_shape
+
+
+def input_widths(query_shape, value_shape, key_shape):
+    """The widths `(B, L, D)` -> `D` an attention layer is built for, by
+    input name, as `check_attention_inputs` takes them."""
+    return {"query": query_shape[-1], "value": value_shape[-1], "key": key_shape[-1]}
+
+
 def check_attention_inputs(query, value, key, widths):
     """The sequences of an attention call, `(B, L, D)` each: ranks, the
     widths `widths[name]` the layer was built for, the key's and value's
@@ -301,16 +319,22 @@ def check_attention_inputs(query, value, key, widths):
     check_same("key", key.shape[0], "value", value.shape[0], "batch size")
 
 
+def check_cache_index(cache, cache_update_index, prefix=""):
+    """A `{prefix}cache_update_index` needs a `{prefix}cache` (`prefix`:
+    whose cache, e.g. `"self_attention_"`)."""
+    if cache is None and cache_update_index is not None:
+        raise ValueError(
+            f"`{prefix}cache_update_index` needs a `{prefix}cache`. Received: "
+            f"{prefix}cache=None, {prefix}cache_update_index={cache_update_index}"
+        )
+
+
 def check_cache_arguments(cache, cache_update_index, query, num_heads, key_dim):
     """A key/value `cache` `(B, 2, S, N, H)` and its `cache_update_index`:
     the index needs a cache, and the query's new positions from it fit in
     the cache (static values only)."""
+    check_cache_index(cache, cache_update_index)
     if cache is None:
-        if cache_update_index is not None:
-            raise ValueError(
-                "`cache_update_index` needs a `cache`. Received: cache=None, "
-                f"cache_update_index={cache_update_index}"
-            )
         return
     check_cache("cache", cache, query.shape[0], num_heads, key_dim)
     check_index(

@@ -10,10 +10,12 @@ from keras_attention.keras_compat import trace_output_spec
 from keras_attention.layers.results import LayerResult
 from keras_attention.modifiers import CompressedCausalMask
 from keras_attention.ops.cache import cache_entries
+from keras_attention.validation import build_key_shape
 from keras_attention.validation import check_attention_inputs
 from keras_attention.validation import check_cache_arguments
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rate
+from keras_attention.validation import input_widths
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -243,12 +245,7 @@ class MemoryCompressedAttention(keras.layers.Layer):
         )
 
     def build(self, query_shape, value_shape=None, key_shape=None):
-        if value_shape is None:
-            raise ValueError(
-                "`value` is needed to build the layer (its width sets the "
-                "value projection). Received: value=None"
-            )
-        key_shape = value_shape if key_shape is None else key_shape
+        key_shape = build_key_shape(value_shape, key_shape)
         for name, shape in zip(
             ("query", "value", "key"),
             (query_shape, value_shape, key_shape),
@@ -273,11 +270,7 @@ class MemoryCompressedAttention(keras.layers.Layer):
         # saying so keeps Keras from warning that the mask is dropped.
         for layer in self._flatten_layers(include_self=False):
             layer.supports_masking = True
-        self._widths = {
-            "query": query_shape[-1],
-            "value": value_shape[-1],
-            "key": key_shape[-1],
-        }
+        self._widths = input_widths(query_shape, value_shape, key_shape)
         self.built = True
 
     # -- call --------------------------------------------------------------

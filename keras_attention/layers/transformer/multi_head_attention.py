@@ -12,10 +12,12 @@ from keras_attention.layers.transformer.modified_attention import ModifiedAttent
 from keras_attention.layers.transformer.modified_attention import open_core_config
 from keras_attention.ops.cache import cache_entries
 from keras_attention.ops.dispatch.attention_plan import check_fused_options
+from keras_attention.validation import build_key_shape
 from keras_attention.validation import check_attention_inputs
 from keras_attention.validation import check_cache_arguments
 from keras_attention.validation import check_positive_int
 from keras_attention.validation import check_rate
+from keras_attention.validation import input_widths
 
 # Arguments of keras_attention 0.1.0 whose meaning moved; passing them is an
 # error rather than a silent change of behaviour.
@@ -272,12 +274,7 @@ class MultiHeadAttention(
     # -- build -------------------------------------------------------------
 
     def build(self, query_shape, value_shape=None, key_shape=None):
-        if value_shape is None:
-            raise ValueError(
-                "`value` is needed to build the layer (its width sets the "
-                "value projection). Received: value=None"
-            )
-        key_shape = value_shape if key_shape is None else key_shape
+        key_shape = build_key_shape(value_shape, key_shape)
         if tuple(value_shape[1:-1]) != tuple(key_shape[1:-1]):
             raise ValueError(
                 "All dimensions of `value` and `key`, except the last one, must "
@@ -290,11 +287,7 @@ class MultiHeadAttention(
             super().build(query_shape, value_shape, key_shape)
         else:
             self._build_grouped(query_shape, value_shape, key_shape)
-        self._input_widths = {
-            "query": query_shape[-1],
-            "value": value_shape[-1],
-            "key": key_shape[-1],
-        }
+        self._input_widths = input_widths(query_shape, value_shape, key_shape)
         self._after_build(len(query_shape))
 
     def _check_build_shapes(self, *shapes):

@@ -10,6 +10,7 @@ from keras_attention.layers.transformer.stack_base import TransformerStackBase
 from keras_attention.layers.transformer.transformer_decoder_block import (
     TransformerDecoderBlock,
 )
+from keras_attention.validation import check_cache_index
 from keras_attention.validation import check_shape
 
 
@@ -111,13 +112,9 @@ class TransformerDecoder(TransformerStackBase):
         """The stack's caches here; the rest as its first block checks it
         (every block sees the same masks and encoder)."""
         batch = decoder_sequence.shape[0]
+        check_cache_index(cache, cache_update_index)
         if cache is not None:
             self._check_cache("cache", cache, batch)
-        elif cache_update_index is not None:
-            raise ValueError(
-                "`cache_update_index` needs a `cache`. Received: cache=None, "
-                f"cache_update_index={cache_update_index}"
-            )
         if cross is not None:
             self._check_cache("cross_attention_cache", cross, batch)
         has_encoder = encoder_sequence is not None or cross is not None

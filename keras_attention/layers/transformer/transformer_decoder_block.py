@@ -6,6 +6,7 @@ from keras_attention.layers.transformer.block_base import DecoderMasks
 from keras_attention.layers.transformer.block_base import TransformerBlockBase
 from keras_attention.validation import check_attention_mask
 from keras_attention.validation import check_cache
+from keras_attention.validation import check_cache_index
 from keras_attention.validation import check_mask
 
 
@@ -218,14 +219,9 @@ class TransformerDecoderBlock(TransformerBlockBase):
         for name in ("self_attention", "cross_attention"):
             cache = getattr(caches, name)
             index = getattr(caches, f"{name}_update_index")
+            check_cache_index(cache, index, prefix=f"{name}_")
             if cache is not None:
                 check_cache(f"{name}_cache", cache, batch, self.kv_heads, self.key_dim)
-            elif index is not None:
-                raise ValueError(
-                    f"`{name}_cache_update_index` needs a `{name}_cache`. "
-                    f"Received: {name}_cache=None, "
-                    f"{name}_cache_update_index={index}"
-                )
         index = caches.cross_attention_update_index
         if index is not None and encoder_sequence is None:
             raise ValueError(

@@ -9,6 +9,7 @@ from keras_attention.layers.transformer.transformer_decoder_block import (
 from keras_attention.layers.universal.universal_base import UniversalTransformerBase
 from keras_attention.ops.cache import write_cache_entries
 from keras_attention.validation import check_cache
+from keras_attention.validation import check_cache_index
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -160,13 +161,8 @@ class UniversalTransformerDecoder(UniversalTransformerBase):
     def _check_cache(self, decoder_sequence, cache, index):
         """The cache's rank and step axis here; the rest of its shape by the
         block's check on one step's slice."""
+        check_cache_index(cache, index, prefix="self_attention_")
         if cache is None:
-            if index is not None:
-                raise ValueError(
-                    "`self_attention_cache_update_index` needs a "
-                    "`self_attention_cache`. Received: self_attention_cache=None, "
-                    f"self_attention_cache_update_index={index}"
-                )
             return
         shape = tuple(cache.shape)
         if len(shape) != 6 or shape[1] not in (None, self.max_steps):
