@@ -303,6 +303,9 @@ def fine_tuning_builder(pretrained, args):
     """`han_imdb.train_and_test`'s `build(name, args, steps_per_epoch)`."""
 
     def build(name, args, steps_per_epoch):
+        # Each model starts from the same seed, whatever ran before it, so
+        # that `--models scratch` alone trains the model of the full run.
+        keras.utils.set_random_seed(args.seed)
         encoder = build_encoder(args)
         encoder.build()
         if name in ("pretrained", "lora"):
@@ -542,20 +545,21 @@ def main(argv=None):
     held_rows = [r for s in rows for r, h in zip(rows[s], held[s], strict=True) if h]
     train_windows = windows(pretrain_rows, args.sequence_length)
     held_windows = windows(held_rows, args.sequence_length)
-    status(
-        f"Pre-training on {len(train_windows):,} windows; {len(held_windows):,} held out"
-    )
-    start = time.perf_counter()
-    encoder, pretrain_log = pretrain(args, train_windows, held_windows)
-    results = {
-        "pretraining": {
+    results = {"pretraining": None, "models": {}}
+    encoder = None  # `--models scratch` alone needs no pre-training
+    if {"pretrained", "lora"} & set(args.models):
+        status(
+            f"Pre-training on {len(train_windows):,} windows; "
+            f"{len(held_windows):,} held out"
+        )
+        start = time.perf_counter()
+        encoder, pretrain_log = pretrain(args, train_windows, held_windows)
+        results["pretraining"] = {
             "windows": len(train_windows),
             "held_out_windows": len(held_windows),
             "log": pretrain_log,
             "seconds_this_run": round(time.perf_counter() - start, 1),
-        },
-        "models": {},
-    }
+        }
 
     validation = han_imdb.validation_mask(train_ids, train_labels, 0.1)
     x_train = pack(train_rows, args.sequence_length)
@@ -599,7 +603,7 @@ def write_results(results, args):
             name, f"{100 * record['test_accuracy']:.2f}%",
             f"{record['trainable_weights']:,}", str(record.get("epochs", "")),
         ]))  # fmt: skip
-    last = results["pretraining"]["log"][-1] if results["pretraining"]["log"] else {}
+    last = ((results["pretraining"] or {}).get("log") or [{}])[-1]
     if last:
         table += ["", f"Held-out masked LM after pre-training: loss {float(last['val_loss']):.3f}, "
                   f"accuracy {100 * float(last['val_accuracy']):.2f}%"]  # fmt: skip
