@@ -127,3 +127,30 @@ def test_results_without_provenance_or_with_an_unknown_commit(repo):
     assert figures.results_state({}, repo) == "no provenance"
     unknown = {"git_commit": "0" * 40, "script": "examples/toy.py"}
     assert "not in this repository" in figures.results_state(unknown, repo)
+
+
+def test_docstring_comment_and_layout_changes_leave_a_figure_standing(repo):
+    # Writing the figure into the header, a comment, a blank line: no code.
+    (repo / "examples" / "toy.py").write_text(
+        EXAMPLE.replace("loss 0.5.", "loss 0.5 (seed 1).").replace(
+            'print("toy")', '# a comment\n\nprint( "toy" )'
+        )
+    )
+    _commit(repo, "2026-01-10", "header and comment")
+    rows = _rows(repo)
+    assert rows["README.md:7"]["state"] == (
+        "ok (1 later commits change only docstrings, comments, layout)"
+    )
+    assert rows["results.json"]["state"].startswith("ok (1 later commits")
+    # A function's docstring changes nothing either; its body does.
+    source = EXAMPLE + 'def f():\n    """One."""\n    return 1\n'
+    (repo / "examples" / "toy.py").write_text(source)
+    _commit(repo, "2026-01-11", "a function")
+    assert _rows(repo)["README.md:7"]["state"].startswith(
+        "STALE: examples/toy.py changed 2026-01-11"
+    )
+    (repo / "examples" / "toy.py").write_text(source.replace("One.", "Two."))
+    last = _commit(repo, "2026-01-12", "its docstring")
+    assert not figures.changes_code(last, "examples/toy.py", repo)
+    assert figures.code("x = 1  # one") == figures.code("x = 1\n\n")
+    assert figures.code("x = 1") != figures.code("x = 2")

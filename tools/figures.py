@@ -18,10 +18,12 @@ example it came from: a paragraph in
 an example's header against that file, one in the README or the docs
 against the first `examples/...py` path in its paragraph or, failing
 that, earlier in its section; a `results.json` against its `script`. A
-figure is STALE when that file changed after it: a commit touching the
-file is dated after the paragraph's date, or comes after the commit that
-`results.json` recorded. (Any change counts, a comment or the figure's
-own paragraph too: the list makes staleness visible, a person judges it.)
+figure is STALE when that file's code changed after it: a commit that
+changes what the file runs (its syntax tree without docstrings, so not a
+comment, the layout or the figure's own paragraph) is dated after the
+paragraph's date, or comes after the commit that `results.json` recorded.
+Any code change counts, a refactor too: the list makes staleness
+visible, a person judges it.
 
     python tools/figures.py                    # outputs/, README*, docs/, examples/
     python tools/figures.py outputs/sagan_ablation --metrics
@@ -146,10 +148,51 @@ def quoting_commit(relative, line, root=ROOT):
     return blame.split()[0][:8] if blame else None
 
 
-def last_change(relative, root=ROOT):
-    """`(commit, date YYYY-MM-DD)` of the last commit touching a file."""
-    line = git("log", "-1", "--format=%H %cs", "--", relative, root=root)
-    return tuple(line.split()) if line else (None, None)
+def code(text):
+    """What Python source runs: its syntax tree without docstrings
+    (`ast.dump`: comments and layout are not in it), or None when it does
+    not parse."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    documented = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, documented) and body and _is_docstring(body[0]):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def _is_docstring(statement):
+    return isinstance(statement, ast.Expr) and isinstance(
+        getattr(statement, "value", None), ast.Constant
+    ) and isinstance(statement.value.value, str)  # fmt: skip
+
+
+def changes_code(commit, relative, root=ROOT):
+    """Whether `commit` changed what a file runs: any change of a file that
+    is not Python, or that the commit added; for Python, a change of
+    `code` (not of docstrings, comments or layout alone)."""
+    after = git("show", f"{commit}:{relative}", root=root)
+    before = git("show", f"{commit}^:{relative}", root=root)
+    if not relative.endswith(".py") or after is None or before is None:
+        return True
+    return code(before) != code(after) or code(after) is None
+
+
+def code_changes(relative, commits, root=ROOT):
+    """The commits among `commits` that change `relative`'s code."""
+    return [c for c in commits if changes_code(c, relative, root)]
+
+
+def changes_after(relative, date, root=ROOT):
+    """`[(commit, date)]` of the commits dated after `date` that touch a
+    file, newest first (None: the file has no commit)."""
+    listed = git("log", "--format=%H %cs", "--", relative, root=root)
+    if not listed:
+        return None
+    return [tuple(line.split()) for line in listed.splitlines() if line[41:] > date]
 
 
 def changed_since(commit, relative, root=ROOT):
@@ -164,12 +207,21 @@ def paragraph_state(date, example, root=ROOT):
         return "undated"
     if example is None:
         return "no example"
-    commit, changed = last_change(example, root)
-    if changed is None:
+    later = changes_after(example, date, root)
+    if later is None:
         return "example not committed"
-    if changed > date:
-        return f"STALE: {example} changed {changed} ({commit[:8]})"
-    return "ok"
+    dates = dict(later)
+    changed = code_changes(example, [commit for commit, _ in later], root)
+    if changed:
+        return f"STALE: {example} changed {dates[changed[0]]} ({changed[0][:8]})"
+    return _ok(len(later))
+
+
+def _ok(unchanged):
+    """`ok`, saying how many later commits left the code as it was."""
+    if not unchanged:
+        return "ok"
+    return f"ok ({unchanged} later commits change only docstrings, comments, layout)"
 
 
 def paragraph_figures(paths, root=ROOT):
@@ -211,10 +263,14 @@ def results_state(provenance, root=ROOT):
     later = changed_since(commit, script, root)
     if later is None:
         return f"commit {commit[:8]} not in this repository"
-    if later:
-        date = git("log", "-1", "--format=%cs", later[0], root=root)
-        return f"STALE: {script} changed {date} ({later[0][:8]}, {len(later)} commits)"
-    return "ok, uncommitted changes" if provenance.get("git_dirty") else "ok"
+    changed = code_changes(script, later, root)
+    if changed:
+        date = git("log", "-1", "--format=%cs", changed[0], root=root)
+        return (
+            f"STALE: {script} changed {date} ({changed[0][:8]}, {len(changed)} commits)"
+        )
+    state = _ok(len(later))
+    return state + ", uncommitted changes" if provenance.get("git_dirty") else state
 
 
 def results_figures(paths, root=ROOT):
