@@ -45,6 +45,11 @@ self-attention is slower than the kernel-3 Conv1D at every L (1.4x at 16,
 ~3800), where the arithmetic alone would put that crossover at L = d = 64;
 its memory reaches 1.05 GiB at L = 8192 (GRU 16.5 MiB), the chunked path 31
 MiB. `docs/why-self-attention.md` embeds the plot and discusses it.
+These are figures of the code of 744dea5 (2026-11-29). The script changed
+since only in how it is organised (75713bc, 4158c6b, 06ab70b, 3b61941: the
+/proc reading and the argument parser shared with other examples, `main`
+split into functions) and in printing its last status line to standard
+error (9a41a19), not in what it measures.
 """
 
 import argparse

@@ -61,7 +61,18 @@ file is downloaded and checked against its SHA-256):
         --output-dir outputs/char_lm_positions
 
 Measured on 2 shared CPU cores, no GPU (TensorFlow 2.21, Keras 3.15,
-keras_attention 0.2.0), 2026-11-30:
+keras_attention 0.2.0), 2026-11-30, on the code of c99fbbb. The script
+changed since in how it is organised and invoked (93f097c, 4158c6b,
+06ab70b, 5071ffd, fdc9892, 9396200: logs, records, tables and arguments
+through `examples/common`, the embedding frame and the training loop in
+functions that `char_lstmn.py` shares; the same layers in the same order,
+the same defaults), in what else it writes (9a41a19: status lines on
+standard error; 640e732: provenance in `results.json`; 7e68f4e, 27beccf:
+attention views of each trained model) and in tracing the sampler without
+autograph (4277fca), not in the data, model, training or evaluation; the
+whole-run times may differ. The same 4277fca changed the library's
+attention gradients under XLA, which may change the times per iteration
+and, by rounding, the losses:
 
 1. nanoGPT's recipe (the first command): validation loss 1.8803 nats per
    character (seeds 1 and 2, `--seed`: 1.8823, 1.8727), 809,856 weights,

@@ -55,7 +55,12 @@ downloaded and checked against its SHA-256):
 Measured (2026-12-05, commit 0a114fd, TensorFlow 2.21.0, Keras 3.15.1,
 Python 3.11.7; a 2-vCPU Intel Xeon VM, the script pinned to one core with
 `taskset -c 0` while the other core ran tests; one seed, 1337, default
-flags; the command above, prefixed by `taskset -c 0`):
+flags; the command above, prefixed by `taskset -c 0`). The script changed
+since only in what else it writes (ef4ca25: the intra-attention picture,
+drawn from the saved LSTMN after the comparison) and in how it is
+organised and invoked (5071ffd, 9396200: its arguments and training loop
+shared with `char_lm.py`, whose `fit_windows` runs the same fit on the
+same batches with the same defaults), not in what this command computes:
 
     model  units  weights  val bpc @3000 it  @461 s (iteration)  ms/it
     lstmn    128  152,449            2.8800      3.0951 (1100)     381

@@ -65,7 +65,12 @@ Measured (2026-12-05, the command above pinned to one core with
 3.15.1, the layer and this script as of commit 15134a6; seed 1337; 22,500
 training / 2,500 validation / 25,000 test reviews; the last 256 words keep
 82.0% of the words; 2 epochs each, the best validation epoch was the second
-for all three):
+for all three). The script changed since only in how it is invoked
+(cdbf03e: shared argument helpers, the same defaults), and `han_imdb.py`,
+whose functions it runs, only in its arguments (cdbf03e) and in writing
+alignment views of its review (383de9a), not in what this command
+computes; be072e0 compiles the library LSTMN's backward loop with XLA in
+plain graphs, which leaves this run's XLA training as it was:
 
     model           test accuracy  training   steps/s  weights
     flat-lstmn      88.09%         3,183 s    0.221    6,160,702

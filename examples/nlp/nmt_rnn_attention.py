@@ -105,7 +105,13 @@ Measured (LSTMN decoders), Multi30k de-en validation (1,014 sentences),
 10 epochs each at the default flags, sacrebleu 13a cased, with the
 compare command above under `taskset -c 0` (one core, the other busy),
 2026-12-03 to 2026-12-06 (the run was interrupted by machine restarts and
-resumed from its backups):
+resumed from its backups), TensorFlow 2.21 and Keras 3.15 as above, on the
+code of e18aee8. The script changed since only in how it builds the same
+layers (fdc9892: both translators' embeddings, dropout, deep output and
+read-out from one pair of functions, created in the same order) and in
+how it is invoked and writes its table (fdc9892), and `nmt_common.py` only
+in its arguments (cdbf03e) and in writing interactive views after the
+evaluation (bce8b54), not in what this command computes:
 
     decoder        weights    val loss  greedy BLEU / chrF  beam 5 BLEU / chrF
     gru            8,094,576  3.024     29.59 / 49.83       32.31 / 51.19

@@ -39,7 +39,17 @@ Models (defaults; 20000 training dates, batch 128, Adam with cosine decay):
 
 Measured (exact match on 2000 held-out dates, greedy search; keras_attention
 0.2.0, 2026-11-30, 2 idle CPU cores; 0.1.0 measured 99.90% for both, with
-the Transformer's Q/K/V and Bahdanau's W/U starting equal):
+the Transformer's Q/K/V and Bahdanau's W/U starting equal), on the code of
+bb30460. The script changed since in how it is organised and invoked
+(b607d77: `--local-p`, off by default; 06ab70b, cdbf03e: shared argument
+helpers, same defaults; 3b61941, c111018, abd06e2: functions split), in
+what else it writes (9a41a19: status lines on standard error; 6d0b954:
+interactive alignment pages) and in tracing its compiled translator
+without autograph (4277fca), not in the data, models, training or search:
+the accuracies and fit times stand; the whole-run times may differ. The
+same 4277fca changed the library's attention gradients under XLA (the
+Transformer's training), which may change its fit time and, by rounding,
+its accuracy:
 
     model        accuracy  fit (wall)   whole run: wall / CPU (user)
     rnn          99.95%    44 s         56 s / 71 s    (`make demo`)

@@ -72,7 +72,12 @@ model and task, early stopping after 5 epochs without progress. Test
 error in % (epochs run; the UT's mean steps per real position, and on the
 question alone). The `copied` column is the same command with
 `--halted-state copied`, run earlier the same day on cores shared with
-test runs (so with fewer epochs where the 3 minutes bound):
+test runs (so with fewer epochs where the 3 minutes bound). These are
+figures of the code of a5ff0b8; the script changed since only in what
+else it writes (9a41a19: status lines on standard error; 640e732:
+provenance in `results.json`) and in how it is invoked and writes its
+table (fdc9892: shared argument and markdown helpers, the same defaults),
+not in what this command computes:
 
     task                        UT+ACT transformed    UT+ACT copied   Transformer
     1  single supporting fact    0.0 (4; 1.16/1.8)     0.1 (3)        0.0 (3)

@@ -57,6 +57,12 @@ reloaded for the evaluation and figures:
 (the NTM run was started with `--epochs 120`, stopped after 57 epochs
 once it had converged, and resumed by `BackupAndRestore` with the default
 `--epochs 60`; 60 epochs of 100 batches of 32 = 192,000 sequences each).
+These are figures of the code of b607d77. The script changed since only
+in how it is organised and invoked (93f097c, 4158c6b, 06ab70b, fdc9892:
+logs, records, results, table and argument parser through helpers shared
+with other examples) and in what else it writes (9a41a19: status lines on
+standard error; 640e732: provenance in `results.json`), not in what these
+commands compute.
 
     cost in bits / bit errors per sequence, 64 test sequences per length
     model  weights  sequences  training   L=20         L=40          L=60           L=120

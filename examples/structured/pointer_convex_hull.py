@@ -21,7 +21,12 @@ three vertices), averaged.
 Measured at n=10 (mean hull size 6.0), 10,000 fresh test sets, one seed each,
 10 epochs of 500 batches of 128 from a pool of 100,000 sets, 2 shared CPU
 cores (load ~6; keras_attention 0.2.0, 2026-11-30, where the additive
-score's W and U no longer start equal; 0.1.0 gave 71.5%, 63.8% and 68.8%):
+score's W and U no longer start equal; 0.1.0 gave 71.5%, 63.8% and 68.8%),
+on the code of 1fbdb53. The script changed since only in how it is
+organised (93f097c: its parser, training and decoding moved to
+`pointer_common.py` with the same defaults and steps), in tracing its
+compiled decoder without autograph (4277fca) and in printing its status
+lines to standard error (9a41a19), not in what these commands compute:
 
     defaults (LSTM 128):         71.65% exact (beam 3: 72.19%), area 99.14%; 452 s
     --glimpse:                   64.16% exact (beam 3: 64.77%), area 98.28%; 631 s

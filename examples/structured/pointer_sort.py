@@ -15,7 +15,12 @@ sequences greedily (and with a small beam) and counts exact matches.
 Measured with the defaults (LSTM, 128 units, 10 epochs of 500 batches of 128,
 i.e. 640,000 fresh sequences; 2 shared CPU cores, load ~6), exact-sequence
 accuracy on 10,000 fresh sequences (keras_attention 0.2.0, 2026-11-30: the
-additive score's W and U no longer start equal; 0.1.0 gave 99.0% and 98.4%):
+additive score's W and U no longer start equal; 0.1.0 gave 99.0% and 98.4%),
+on the code of 1fbdb53. The script changed since only in how it is
+organised (93f097c: its parser, training and decoding moved to
+`pointer_common.py` with the same defaults and steps), in tracing its
+compiled decoder without autograph (4277fca) and in printing its training
+time to standard error (9a41a19), not in what these commands compute:
 
     N=5:  99.12% greedy, 99.12% beam 3; training 268 s
     N=10: 98.48% greedy, 98.48% beam 3; training 412 s

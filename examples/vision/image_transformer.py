@@ -42,7 +42,17 @@ Run:
 Measured (2026-12-01, 2 CPU cores shared with other jobs, load average
 about 6, TensorFlow backend, `fit(jit_compile=True)`), with the defaults
 (4 levels, 2 epochs of 282 steps of 32, d=64, 2 layers, 4 heads, local 2D
-query block 4x7 and flange 4x7, PixelCNN 48 filters and 3 blocks):
+query block 4x7 and flange 4x7, PixelCNN 48 filters and 3 blocks), on the
+code of 1fd32b3. The script changed since only in how it is organised and
+invoked (75713bc, ca3901b: the /proc and XLA memory readings shared with
+other examples; 4158c6b, 06ab70b, cdbf03e: results and arguments through
+shared helpers, the same defaults), in printing its status line to
+standard error (9a41a19) and in tracing the PixelCNN's compiled sampler
+without autograph (4277fca), not in what this command computes. The same
+4277fca changed the library's attention gradients under XLA (the key-side
+products, 1.3-2.3x faster on a CPU), which may change the transformers'
+time and memory per step and, by rounding, their bits/dim, here and in
+the 4- and 6-epoch runs below (not re-measured):
 
 | model | test bits/dim | parameters | s / step | s / epoch | step peak RSS MiB | XLA step MiB |
 |---|---|---|---|---|---|---|
