@@ -435,16 +435,16 @@ def export(tokenizer, model, args, texts):
 # ---------------------------------------------------------------------------
 
 
-def review_attention(model, tokenizer, texts, longest=48):
-    """The shortest of the first 2,000 `texts` (its first `longest - 2`
-    pieces when it is longer), between `[CLS]` and `[SEP]`, unpadded:
+def review_attention(model, tokenizer, texts, rows, longest=48):
+    """The shortest of the first 2,000 `texts` (`rows`: their pieces, as
+    `main` has them; its first `longest - 2` pieces when it is longer),
+    between `[CLS]` and `[SEP]`, unpadded:
     `(text, labels, weights (L, N, T, T), positive)`, the weights of every
     encoder layer (`collect_attention`: one eager call, inference mode)
     and the classifier's probability of a positive review."""
     from keras_attention.visualization import collect_attention
 
-    rows = pieces(tokenizer, texts[:2000])
-    index = int(np.argmin([len(r) for r in rows]))
+    index = int(np.argmin([len(r) for r in rows[:2000]]))
     ids = pack([rows[index]], min(len(rows[index]) + 2, longest))
     attention = collect_attention(model, ids)
     weights = np.stack([record.weights[0] for record in attention.values()])
@@ -453,7 +453,7 @@ def review_attention(model, tokenizer, texts, longest=48):
     return texts[index], labels, weights, positive
 
 
-def save_attention_pictures(model, tokenizer, texts, args):
+def save_attention_pictures(model, tokenizer, texts, rows, args):
     """`attention.png` (the last layer's mean over heads, then each of its
     heads) and `attention_view.html` (`model_view`: every layer x head,
     click a map for its head view) of one short test review."""
@@ -466,7 +466,9 @@ def save_attention_pictures(model, tokenizer, texts, args):
     from keras_attention.visualization import plot_attention
 
     longest = min(48, args.sequence_length)  # within the position table
-    text, labels, weights, positive = review_attention(model, tokenizer, texts, longest)
+    text, labels, weights, positive = review_attention(
+        model, tokenizer, texts, rows, longest
+    )
     title = f"P(positive) = {positive:.3f}: {text[:70]}"
     last = weights[-1]
     panels = [(f"last layer, mean of {len(last)} heads", last.mean(0))]
@@ -622,7 +624,7 @@ def main(argv=None):
         )
         results["saved_model"] = directory
         results["attention_view"] = save_attention_pictures(
-            trained["pretrained"], tokenizer, test_texts, args
+            trained["pretrained"], tokenizer, test_texts, test_rows, args
         )
     write_results(results, args)
     return results
