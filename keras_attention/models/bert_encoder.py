@@ -151,12 +151,8 @@ class BertEncoder(keras.Model):
     def _make_sublayers(self):
         dtype = self.dtype_policy
         # Keras' ReversibleEmbedding: `BertMaskedLM` reads its transpose.
-        self.token_embedding = keras.layers.ReversibleEmbedding(
-            self.vocabulary_size,
-            self.hidden_dim,
-            embeddings_initializer=bert_kernel_initializer(),
-            dtype=dtype,
-            name="token_embedding",
+        self.token_embedding = self._embedding(
+            keras.layers.ReversibleEmbedding, self.vocabulary_size, "token_embedding"
         )
         self.position_embedding = None
         if self.position_encoding == "learned":
@@ -166,12 +162,8 @@ class BertEncoder(keras.Model):
                 dtype=dtype,
                 name="position_embedding",
             )
-        self.segment_embedding = keras.layers.Embedding(
-            self.num_segments,
-            self.hidden_dim,
-            embeddings_initializer=bert_kernel_initializer(),
-            dtype=dtype,
-            name="segment_embedding",
+        self.segment_embedding = self._embedding(
+            keras.layers.Embedding, self.num_segments, "segment_embedding"
         )
         self.embeddings_layer_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
@@ -192,6 +184,16 @@ class BertEncoder(keras.Model):
             kernel_initializer=bert_kernel_initializer(),
             dtype=dtype,
             name="pooled_dense",
+        )
+
+    def _embedding(self, layer_class, count, name):
+        """`count` vectors of width `hidden_dim`, drawn as BERT's kernels."""
+        return layer_class(
+            count,
+            self.hidden_dim,
+            embeddings_initializer=bert_kernel_initializer(),
+            dtype=self.dtype_policy,
+            name=name,
         )
 
     def _attention_positions(self):
@@ -281,10 +283,7 @@ class BertEncoder(keras.Model):
         arguments.update(name=config["name"], dtype=backbone.dtype_policy)
         ours = cls(**{**arguments, **kwargs})
         ours._check_keras_hub_compatible()
-        ours.build()
-        _copy_same_sublayers(backbone, ours)
-        for block, hub_block in _block_pairs(ours, backbone):
-            block.copy_keras_hub_weights(hub_block)
+        _copy_weights(ours, backbone, to_keras_hub=False)
         return ours
 
     def to_keras_hub(self):
@@ -297,11 +296,7 @@ class BertEncoder(keras.Model):
         backbone = keras_hub.models.BertBackbone(
             **arguments, name=self.name, dtype=self.dtype_policy
         )
-        if not self.built:
-            self.build()
-        _copy_same_sublayers(self, backbone)
-        for block, hub_block in _block_pairs(self, backbone):
-            block.copy_weights_to_keras_hub(hub_block)
+        _copy_weights(self, backbone, to_keras_hub=True)
         return backbone
 
     def _check_keras_hub_compatible(self):
@@ -350,13 +345,19 @@ _SAME_SUBLAYERS = (
 )
 
 
-def _copy_same_sublayers(source, target):
-    """The weights of `_SAME_SUBLAYERS` from `source` to `target` (a
-    keras-hub `BertBackbone` and a `BertEncoder`, either way round)."""
+def _copy_weights(encoder, backbone, *, to_keras_hub):
+    """Every weight from keras-hub's `BertBackbone` `backbone` into our
+    `encoder` (built here if it is not), or the other way round
+    (`to_keras_hub`): `_SAME_SUBLAYERS` as they are, then each block's,
+    whose query, key and value kernels are fused in ours."""
+    if not encoder.built:
+        encoder.build()
+    source, target = (encoder, backbone) if to_keras_hub else (backbone, encoder)
     for name in _SAME_SUBLAYERS:
         getattr(target, name).set_weights(getattr(source, name).get_weights())
-
-
-def _block_pairs(encoder, backbone):
-    """`(our block, keras-hub's block)`, layer by layer."""
-    return zip(encoder.encoder.blocks, backbone.transformer_layers, strict=True)
+    blocks = zip(encoder.encoder.blocks, backbone.transformer_layers, strict=True)
+    for block, hub_block in blocks:  # layer by layer
+        if to_keras_hub:
+            block.copy_weights_to_keras_hub(hub_block)
+        else:
+            block.copy_keras_hub_weights(hub_block)
