@@ -69,6 +69,7 @@ import numpy as np  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
 from examples.common.cli import status  # noqa: E402
 from examples.common.memory import proc_status  # noqa: E402
+from examples.common.runs import markdown_header  # noqa: E402
 
 LAYERS = ("conv", "gru", "attention", "attention_chunked")
 DEFAULT_LAYERS = ("conv", "gru", "attention")
@@ -390,9 +391,11 @@ def write_table(points, lengths, layers, path_csv, path_md):
         for kind in layers:
             for p in points[kind]:
                 writer.writerow({k: p.get(k) for k in fields})
-    header = "| L | " + " | ".join(f"{LABELS[k]} ms" for k in layers)
-    header += " | " + " | ".join(f"{LABELS[k]} MiB" for k in layers) + " |"
-    lines = [header, "|" + "---|" * (1 + 2 * len(layers))]
+    lines = markdown_header(
+        ["L"]
+        + [f"{LABELS[k]} ms" for k in layers]
+        + [f"{LABELS[k]} MiB" for k in layers]
+    )
     for i, length in enumerate(lengths):
         times = []
         mems = []

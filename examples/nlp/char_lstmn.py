@@ -295,10 +295,12 @@ def table(results, comparison, args):
         f"{comparison['seconds']:.0f} s of training (when the first model "
         "finished: each model's last evaluation by then).",
         "",
-        "| model | units | weights | val bpc, same iterations | val bpc, same "
-        "time (iteration) | iterations | training s | ms / iteration |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+        *runs.markdown_header(
+            ["model", "units", "weights", "val bpc, same iterations",
+             "val bpc, same time (iteration)", "iterations", "training s",
+             "ms / iteration"]
+        ),
+    ]  # fmt: skip
     for name, r in results.items():
         point = comparison["at_seconds"][name]
         same_time = "not evaluated yet" if point is None else (

@@ -707,10 +707,9 @@ def main(argv=None):
 
 
 def write_results(results, args):
-    lines = [
-        "| model | test accuracy | best epoch / epochs | training s | parameters |",
-        "|---|---|---|---|---|",
-    ]
+    lines = runs.markdown_header(
+        ["model", "test accuracy", "best epoch / epochs", "training s", "parameters"]
+    )
     for name, r in results.items():
         lines.append(
             f"| {name} | {100 * r['test_accuracy']:.2f}% | "

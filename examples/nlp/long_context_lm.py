@@ -499,11 +499,12 @@ def table(results, comparison, args, vocabulary_size):
         "pattern finished: each pattern's last evaluation by then). XLA step "
         "MiB: the buffers of one compiled training step.",
         "",
-        "| pattern | weights | nats / char | bits / char | bits / char, same "
-        "time (iteration) | tokens / s | ms / iteration | XLA step MiB | "
-        "training min |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+        *runs.markdown_header(
+            ["pattern", "weights", "nats / char", "bits / char",
+             "bits / char, same time (iteration)", "tokens / s", "ms / iteration",
+             "XLA step MiB", "training min"]
+        ),
+    ]  # fmt: skip
     for name, r in results.items():
         bits = comparison["at_iteration"][name]
         point = comparison["at_seconds"][name]

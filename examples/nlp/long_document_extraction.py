@@ -739,10 +739,11 @@ def write_results(results, args, argv=None):
         "match: the whole answer right, greedy decoding with the cache; digit "
         "accuracy: teacher-forced.",
         "",
-        "| length | decoder | exact match | digit accuracy | training s | "
-        "ms / iteration | weights |",
-        "|---|---|---|---|---|---|---|",
-    ]
+        *runs.markdown_header(
+            ["length", "decoder", "exact match", "digit accuracy", "training s",
+             "ms / iteration", "weights"]
+        ),
+    ]  # fmt: skip
     for length, entry in results.items():
         for pattern, r in entry["decoders"].items():
             lines.append(

@@ -264,10 +264,11 @@ def write_results(results, args, share, argv=None):
         f"test reviews; each model read the last {args.max_words} words of a "
         f"review ({100 * share:.1f}% of the words kept).",
         "",
-        "| model | test accuracy | best epoch / epochs | training s "
-        "| steps/s (with validation) | parameters |",
-        "|---|---|---|---|---|---|",
-    ]
+        *runs.markdown_header(
+            ["model", "test accuracy", "best epoch / epochs", "training s",
+             "steps/s (with validation)", "parameters"]
+        ),
+    ]  # fmt: skip
     for name, r in results.items():
         lines.append(
             f"| {name} | {100 * r['test_accuracy']:.2f}% | "

@@ -525,11 +525,10 @@ def main(argv=None):
 
 
 def write_results(results, args):
-    lines = [
-        "| model | test bits/dim | parameters | s / step | s / epoch "
-        "| step peak RSS MiB | XLA step MiB |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    lines = runs.markdown_header(
+        ["model", "test bits/dim", "parameters", "s / step", "s / epoch",
+         "step peak RSS MiB", "XLA step MiB"]
+    )  # fmt: skip
     mib = 2.0**20
     for name, r in results.items():
         per_epoch = r.get("seconds_per_epoch")

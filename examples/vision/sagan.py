@@ -1043,8 +1043,7 @@ def comparison_table(results):
         f"{real['precision_real_vs_real']:.3f}, recall "
         f"{real['recall_real_vs_real']:.3f}.",
         "",
-        "| block | seed | " + " | ".join(c for _, c, _ in TABLE_COLUMNS) + " |",
-        "|---|---|" + "---|" * len(TABLE_COLUMNS),
+        *runs.markdown_header(["block", "seed", *(c for _, c, _ in TABLE_COLUMNS)]),
     ]
     for block, by_seed in results["runs"].items():
         for seed, report in by_seed.items():
