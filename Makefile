@@ -127,8 +127,10 @@ test-browser: $(STAMP)
 # The quoted figures (the examples' results.json under FIGURES_ARGS, and the
 # dated "Measured" paragraphs of the example headers, the READMEs and docs/)
 # with their date, commit and command, flagged STALE when their example
-# changed since (tools/figures.py). FIGURES_ARGS="outputs --metrics" lists
-# every number; "--check" exits with 1 when one is stale.
+# changed since (tools/figures.py), "reviewed" when every such change is one
+# that tools/figures_reviewed.txt says leaves its results as they were.
+# FIGURES_ARGS="outputs --metrics" lists every number; "--check" exits with
+# 1 when one is stale.
 FIGURES_ARGS ?= outputs
 figures:
 	$(PYTHON) tools/figures.py $(FIGURES_ARGS)

@@ -154,3 +154,31 @@ def test_docstring_comment_and_layout_changes_leave_a_figure_standing(repo):
     assert not figures.changes_code(last, "examples/toy.py", repo)
     assert figures.code("x = 1  # one") == figures.code("x = 1\n\n")
     assert figures.code("x = 1") != figures.code("x = 2")
+
+
+def test_a_reviewed_code_change_leaves_a_figure_standing(repo):
+    (repo / "examples" / "toy.py").write_text(EXAMPLE + "print('refactor')\n")
+    refactor = _commit(repo, "2026-01-10", "a refactor")
+    (repo / "tools").mkdir()
+    reviewed = repo / "tools" / "figures_reviewed.txt"
+    reviewed.write_text(
+        "# COMMIT FILE WHY\n"
+        f"{refactor[:7]} examples/other.py  another file's review does not count\n"
+    )
+    assert _rows(repo)["README.md:7"]["state"].startswith("STALE")
+    reviewed.write_text(f"{refactor[:7]} examples/toy.py  prints, computes the same\n")
+    rows = _rows(repo)
+    expected = (
+        f"reviewed (1 later code changes judged not to change it: {refactor[:8]})"
+    )
+    assert rows["README.md:7"]["state"] == expected
+    assert rows["results.json"]["state"] == expected
+    # A later change nobody reviewed makes it stale again.
+    (repo / "examples" / "toy.py").write_text(EXAMPLE + "print('changed')\n")
+    last = _commit(repo, "2026-01-11", "a change")
+    assert _rows(repo)["README.md:7"]["state"] == (
+        f"STALE: examples/toy.py changed 2026-01-11 ({last[:8]})"
+    )
+    reviewed.write_text("abc examples/toy.py\n")
+    with pytest.raises(ValueError, match="COMMIT FILE WHY"):
+        figures.reviewed_commits(repo)

@@ -23,7 +23,13 @@ changes what the file runs (its syntax tree without docstrings, so not a
 comment, the layout or the figure's own paragraph) is dated after the
 paragraph's date, or comes after the commit that `results.json` recorded.
 Any code change counts, a refactor too: the list makes staleness
-visible, a person judges it.
+visible, a person judges it. A person's judgement is kept in
+`tools/figures_reviewed.txt`: a line `COMMIT FILE WHY` says that COMMIT
+changed FILE's code without changing what its commands compute (a
+refactor, a new flag off by default, other outputs); a figure whose
+later code changes are all listed there is `reviewed` (with the commits),
+not STALE. Only a reading of the diff belongs there: a change that may
+move a figure, even by rounding, does not.
 
     python tools/figures.py                    # outputs/, README*, docs/, examples/
     python tools/figures.py outputs/sagan_ablation --metrics
@@ -195,6 +201,41 @@ def changes_after(relative, date, root=ROOT):
     return [tuple(line.split()) for line in listed.splitlines() if line[41:] > date]
 
 
+def reviewed_commits(root=ROOT):
+    """`{(commit, file)}` of `tools/figures_reviewed.txt` in `root`: the code
+    changes a person judged to leave the file's figures as they were."""
+    path = pathlib.Path(root) / "tools" / "figures_reviewed.txt"
+    if not path.is_file():
+        return set()
+    reviewed = set()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        fields = line.split(None, 2)
+        if not fields or fields[0].startswith("#"):
+            continue
+        if len(fields) < 3 or len(fields[0]) < 7:
+            raise ValueError(
+                f"{path}:{number}: a line is `COMMIT FILE WHY` with a commit of 7 "
+                f"or more hex digits and a reason; received {line!r}"
+            )
+        reviewed.add((fields[0], fields[1]))
+    return reviewed
+
+
+def unreviewed(changed, relative, root=ROOT):
+    """The commits of `changed` that `tools/figures_reviewed.txt` does not
+    list for `relative`."""
+    reviewed = reviewed_commits(root)
+    return [
+        commit for commit in changed
+        if not any(commit.startswith(c) and f == relative for c, f in reviewed)
+    ]  # fmt: skip
+
+
+def _reviewed(changed):
+    hashes = " ".join(commit[:8] for commit in changed)
+    return f"reviewed ({len(changed)} later code changes judged not to change it: {hashes})"
+
+
 def changed_since(commit, relative, root=ROOT):
     """The commits after `commit` that touch `relative` (None: unknown commit)."""
     listed = git("rev-list", f"{commit}..HEAD", "--", relative, root=root)
@@ -212,9 +253,10 @@ def paragraph_state(date, example, root=ROOT):
         return "example not committed"
     dates = dict(later)
     changed = code_changes(example, [commit for commit, _ in later], root)
-    if changed:
-        return f"STALE: {example} changed {dates[changed[0]]} ({changed[0][:8]})"
-    return _ok(len(later))
+    stale = unreviewed(changed, example, root)
+    if stale:
+        return f"STALE: {example} changed {dates[stale[0]]} ({stale[0][:8]})"
+    return _reviewed(changed) if changed else _ok(len(later))
 
 
 def _ok(unchanged):
@@ -264,12 +306,11 @@ def results_state(provenance, root=ROOT):
     if later is None:
         return f"commit {commit[:8]} not in this repository"
     changed = code_changes(script, later, root)
-    if changed:
-        date = git("log", "-1", "--format=%cs", changed[0], root=root)
-        return (
-            f"STALE: {script} changed {date} ({changed[0][:8]}, {len(changed)} commits)"
-        )
-    state = _ok(len(later))
+    stale = unreviewed(changed, script, root)
+    if stale:
+        date = git("log", "-1", "--format=%cs", stale[0], root=root)
+        return f"STALE: {script} changed {date} ({stale[0][:8]}, {len(stale)} commits)"
+    state = _reviewed(changed) if changed else _ok(len(later))
     return state + ", uncommitted changes" if provenance.get("git_dirty") else state
 
 
