@@ -33,20 +33,29 @@ Run:
     python examples/nlp/nmt_rnn_attention.py --strategy mirrored \\
         --batch-tokens 1250 --data-dir ../shared/data/multi30k
 
-The measurements below predate the fixed per-epoch batch order
-(`--strategy`), so a rerun gives other numbers (not re-measured).
+Measured 2026-12-07 on the code of 14fe2eb (TensorFlow 2.21.0, Keras
+3.15.1; 8.09 M weights; 234 steps of about 2500 target tokens per epoch;
+sacrebleu 13a on the 1,014 raw validation references), 10 epochs, de ->
+en, pinned to one core of a 2-core AMD VM whose other core trained the
+Transformer:
 
-Measured on 2 CPU cores (TensorFlow 2.21, keras 3.15; 8.09 M weights; 234
-steps of about 2500 target tokens per epoch; sacrebleu 13a on the 1,014 raw
-validation references), 10 epochs, de -> en, keras_attention 0.2.0
-(2026-11-30; the additive score's W and U no longer start equal):
+    python examples/nlp/nmt_rnn_attention.py --source de --target en \
+        --data-dir ../shared/data/multi30k --output-dir outputs/nmt_rnn_de_en_r2 \
+        --epochs 10
 
-    greedy BLEU 31.85 (lowercased 32.01), chrF 52.60
-    beam 5 BLEU 33.80 (lowercased 34.01), chrF 53.43
+    greedy BLEU 29.66 (lowercased 29.83), chrF 49.71
+    beam 5 BLEU 32.18 (lowercased 32.37), chrF 50.95
 
-(validation loss 2.94; 69 min of training, epochs 178-548 s on cores
-shared with other training runs. 0.1.0, whose W and U started equal, gave
-30.83 and 33.49.)
+(validation loss 3.025; 66 min of training, epochs 325-613 s, the first
+two slowed by test runs on the same core; decoding the 1,014 sentences
+took 15 s greedy and 31 s with 5 beams.) The same flags on the code of
+e18aee8, 2026-12-06 (the `gru` row of the LSTMN comparison below, the
+same batch order), gave 29.59 / 32.31 and validation loss 3.024. Before
+the per-epoch batch order that the script draws up front from `--seed`
+(4f58817), the same command gave 31.85 / 33.80 and validation loss 2.94
+(2026-11-30): the order of the batches alone moves BLEU by
+about 2 here, so compare runs of one order. 0.1.0, whose W and U started
+equal, gave 30.83 and 33.49 in that older order.
 
 On a GPU the same script scales up by flags (`--units 1024 --embedding-dim
 620` is the paper's size); the decoder is a compiled scan (no cuDNN kernel).
@@ -104,9 +113,9 @@ the tapes grows with the square of the length).
 Measured (LSTMN decoders), Multi30k de-en validation (1,014 sentences),
 10 epochs each at the default flags, sacrebleu 13a cased, with the
 compare command above under `taskset -c 0` (one core, the other busy),
-2026-12-03 to 2026-12-06 (the run was interrupted by machine restarts and
-resumed from its backups), TensorFlow 2.21 and Keras 3.15 as above, on the
-code of e18aee8. The script changed since only in how it builds the same
+finished 2026-12-06 (started 2026-12-03, interrupted by machine restarts
+and resumed from its backups), TensorFlow 2.21 and Keras 3.15 as above, on
+the code of e18aee8. The script changed since only in how it builds the same
 layers (fdc9892: both translators' embeddings, dropout, deep output and
 read-out from one pair of functions, created in the same order) and in
 how it is invoked and writes its table (fdc9892), and `nmt_common.py` only

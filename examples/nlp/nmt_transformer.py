@@ -35,23 +35,27 @@ Run:
         python examples/nlp/nmt_transformer.py --strategy multiworker \\
         --batch-tokens 2000 --data-dir ../shared/data/multi30k
 
-The measurements below predate the fixed per-epoch batch order
-(`--strategy`), so a rerun gives other numbers (not re-measured).
-
-Measured on 2 shared CPU cores (TensorFlow 2.21, keras 3.15; 7.03 M
-weights; 145 steps of about 4000 target tokens per epoch; sacrebleu 13a on
-the 1,014 raw validation references), keras_attention 0.2.0, 2026-11-30:
+Measured 2026-12-07 on the code of 14fe2eb (TensorFlow 2.21.0, Keras
+3.15.1; 7.03 M weights; 145 steps of about 4000 target tokens per epoch;
+sacrebleu 13a on the 1,014 raw validation references), 10 epochs, the
+first command above with `--epochs 10` (output `outputs/nmt_transformer_de_en_r2`)
+pinned to one core of a 2-core AMD VM whose other core trained the RNN
+translator:
 
     direction  epochs  training  greedy BLEU (lc) / chrF   beam 5 BLEU (lc) / chrF
-    de -> en   10      88 min    39.25 (39.50) / 59.31    40.89 (41.16) / 60.53
-    en -> de   10      39 min    36.19 (36.31) / 60.02    37.26 (37.40) / 60.68
+    de -> en   10      71 min    39.82 (40.07) / 59.65    40.79 (41.02) / 60.38
 
-(epochs took 328-791 s: the machine was shared with other training runs;
-validation loss 2.54 after epoch 10, en -> de 2.65. 0.1.0, whose
-self-attention started with W_Q = W_K = W_V, gave 37.85 / 38.59 de -> en
-and 34.99 / 36.65 en -> de.) Decoding the 1,014
-sentences took 39 s greedy and 97 s with 5 beams, XLA compilation
-included.
+(epochs took 383-573 s, the first with tracing; validation loss 2.560
+after epoch 10. Decoding the 1,014
+sentences took 31 s greedy and 73 s with 5 beams, XLA compilation
+included.) Before the per-epoch batch order that the script draws up
+front from `--seed` (4f58817), 2026-11-30 on 2 shared cores, the same
+commands gave, de -> en, 39.25 (39.50) / 59.31 and 40.89 (41.16) / 60.53
+(88 min, validation loss 2.54), and en -> de (not re-measured since)
+36.19 (36.31) / 60.02 and 37.26 (37.40) / 60.68 (39 min, validation
+loss 2.65). 0.1.0, whose self-attention started with W_Q = W_K = W_V,
+gave 37.85 / 38.59 de -> en and 34.99 / 36.65 en -> de in that older
+order.
 
 On a GPU the same script scales up by flags: `--batch-tokens 25000
 --hidden-dim 512 --num-layers 6 --intermediate-dim 2048` is the paper's

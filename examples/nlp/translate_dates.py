@@ -37,23 +37,24 @@ Models (defaults; 20000 training dates, batch 128, Adam with cosine decay):
   1 of the last decoder layer's cross-attention and the mean of its heads
   (`--plot-heads`).
 
-Measured (exact match on 2000 held-out dates, greedy search; keras_attention
-0.2.0, 2026-11-30, 2 idle CPU cores; 0.1.0 measured 99.90% for both, with
-the Transformer's Q/K/V and Bahdanau's W/U starting equal), on the code of
-bb30460. The script changed since in how it is organised and invoked
-(b607d77: `--local-p`, off by default; 06ab70b, cdbf03e: shared argument
-helpers, same defaults; 3b61941, c111018, abd06e2: functions split), in
-what else it writes (9a41a19: status lines on standard error; 6d0b954:
-interactive alignment pages) and in tracing its compiled translator
-without autograph (4277fca), not in the data, models, training or search:
-the accuracies and fit times stand; the whole-run times may differ. The
-same 4277fca changed the library's attention gradients under XLA (the
-Transformer's training), which may change its fit time and, by rounding,
-its accuracy:
+Measured 2026-12-07 on the code of da4eca3 (exact match on 2000 held-out
+dates, greedy search; TensorFlow 2.21.0, Keras 3.15.1; 2 idle cores of an
+AMD EPYC VM, one run each, `/usr/bin/time`):
+
+    python examples/nlp/translate_dates.py --model rnn --output-dir outputs/dates_r2_rnn
+    python examples/nlp/translate_dates.py --model transformer \
+        --output-dir outputs/dates_r2_transformer
 
     model        accuracy  fit (wall)   whole run: wall / CPU (user)
-    rnn          99.95%    44 s         56 s / 71 s    (`make demo`)
-    transformer  100.00%   48 s         65 s / 90 s
+    rnn          100.00%   85 s         98 s / 84 s    (`make demo`)
+    transformer   99.95%   56 s         80 s / 109 s
+
+The RNN's four epochs took 19 + 10 + 10 + 11 s by Keras' own count; the
+other 35 s of its `fit` lie outside them (not investigated yet). On
+2026-11-30 (code bb30460, keras_attention 0.2.0, 2 idle cores) the same
+commands gave rnn 99.95%, fit 44 s, whole run 56 s / 71 s, and
+transformer 100.00%, fit 48 s, 65 s / 90 s; 0.1.0 measured 99.90% for
+both, with the Transformer's Q/K/V and Bahdanau's W/U starting equal.
 
 The fit time includes the XLA compilation of the training step. (0.1.0:
 with `--beams 4` its Transformer kept 99.90%, the same two errors on the
@@ -64,7 +65,7 @@ Global vs local attention (Luong et al., 2015), `--attention luong` with
 and without `--local-p D` (predictive alignment, a window of 2D+1 source
 characters; exact match, greedy, same seed; measured 2026-12-01 on the
 code of b607d77, on cores shared with two other training runs, so no
-times; the later changes listed above apply to it too):
+times):
 
     attention           4 epochs   8 epochs
     global              99.95%     100.00%
