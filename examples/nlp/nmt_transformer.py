@@ -40,18 +40,21 @@ Measured 2026-12-07 on the code of 14fe2eb (TensorFlow 2.21.0, Keras
 sacrebleu 13a on the 1,014 raw validation references), 10 epochs, the
 first command above with `--epochs 10` (output `outputs/nmt_transformer_de_en_r2`)
 pinned to one core of a 2-core AMD VM whose other core trained the RNN
-translator:
+translator; en -> de the same with `--source en --target de` (output
+`outputs/nmt_transformer_en_de_r2`), 2026-12-07 on the code of 4c14076
+(the same translator code), one core while the other ran other jobs:
 
     direction  epochs  training  greedy BLEU (lc) / chrF   beam 5 BLEU (lc) / chrF
     de -> en   10      71 min    39.82 (40.07) / 59.65    40.79 (41.02) / 60.38
+    en -> de   10      70 min    36.50 (36.64) / 59.97    37.53 (37.67) / 61.01
 
-(epochs took 383-573 s, the first with tracing; validation loss 2.560
-after epoch 10. Decoding the 1,014
-sentences took 31 s greedy and 73 s with 5 beams, XLA compilation
-included.) Before the per-epoch batch order that the script draws up
+(de -> en: epochs took 383-573 s, the first with tracing; validation loss
+2.560 after epoch 10; decoding the 1,014 sentences took 31 s greedy and
+73 s with 5 beams, XLA compilation included. en -> de: 343-683 s per
+epoch, validation loss 2.636, decoding 28 s and 84 s.) Before the per-epoch batch order that the script draws up
 front from `--seed` (4f58817), 2026-11-30 on 2 shared cores, the same
 commands gave, de -> en, 39.25 (39.50) / 59.31 and 40.89 (41.16) / 60.53
-(88 min, validation loss 2.54), and en -> de (not re-measured since)
+(88 min, validation loss 2.54), and en -> de
 36.19 (36.31) / 60.02 and 37.26 (37.40) / 60.68 (39 min, validation
 loss 2.65). 0.1.0, whose self-attention started with W_Q = W_K = W_V,
 gave 37.85 / 38.59 de -> en and 34.99 / 36.65 en -> de in that older
