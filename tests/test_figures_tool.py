@@ -182,3 +182,30 @@ def test_a_reviewed_code_change_leaves_a_figure_standing(repo):
     reviewed.write_text("abc examples/toy.py\n")
     with pytest.raises(ValueError, match="COMMIT FILE WHY"):
         figures.reviewed_commits(repo)
+
+
+def test_a_figure_that_names_its_code_is_checked_from_that_commit(repo):
+    # Dated before the commit that added the example (so STALE by date), the
+    # header names that commit as its code: nothing changed since.
+    first = figures.git("rev-list", "--max-parents=0", "HEAD", root=repo)
+    named = EXAMPLE.replace("loss 0.5.", f"loss 0.5, on the code of {first[:7]}.")
+    (repo / "examples" / "toy.py").write_text(named)
+    _commit(repo, "2026-01-04", "name the code")
+    assert _rows(repo)["toy.py:6"]["state"].startswith("ok")
+    # A later code change makes it stale; naming an older commit as well
+    # checks from the oldest.
+    (repo / "examples" / "toy.py").write_text(named + "print('changed')\n")
+    last = _commit(repo, "2026-01-05", "a change")
+    assert _rows(repo)["toy.py:6"]["state"] == (
+        f"STALE: examples/toy.py changed 2026-01-05 ({last[:8]})"
+    )
+    both = named.replace(f"code of {first[:7]}", f"code {last[:7]} and {first[:7]}")
+    (repo / "examples" / "toy.py").write_text(both + "print('changed')\n")
+    _commit(repo, "2026-01-06", "name both")
+    assert _rows(repo)["toy.py:6"]["state"].startswith("ok")  # names only `last`
+    oldest = both.replace(f"and {first[:7]}", f"and the code of {first[:7]}")
+    (repo / "examples" / "toy.py").write_text(oldest + "print('changed')\n")
+    _commit(repo, "2026-01-07", "name the oldest too")
+    assert _rows(repo)["toy.py:6"]["state"].startswith("STALE")
+    # An unknown commit falls back to the paragraph's date.
+    assert figures.changes_after_named("examples/toy.py", "code 0123456", repo) is None

@@ -22,6 +22,9 @@ figure is STALE when that file's code changed after it: a commit that
 changes what the file runs (its syntax tree without docstrings, so not a
 comment, the layout or the figure's own paragraph) is dated after the
 paragraph's date, or comes after the commit that `results.json` recorded.
+A paragraph that names the code it was measured on ("on the code of
+1fbdb53", "code 89e128f") is checked from that commit instead of its date
+(from the oldest, when it names several).
 Any code change counts, a refactor too: the list makes staleness
 visible, a person judges it. A person's judgement is kept in
 `tools/figures_reviewed.txt`: a line `COMMIT FILE WHY` says that COMMIT
@@ -50,6 +53,7 @@ DATE = re.compile(r"\b(20\d\d-[01]\d-[0-3]\d)\b")
 MEASURED = re.compile(r"\bmeasured\b", re.IGNORECASE)
 SENTENCE_MEASURED = re.compile(r"(?:^|[.:;(]\s+|^\s*)Measured\b", re.MULTILINE)
 EXAMPLE_PATH = re.compile(r"\b(examples/[\w/]+\.py)\b")
+NAMED_CODE = re.compile(r"\bcode (?:of )?([0-9a-f]{7,40})\b")
 COMMAND = re.compile(r"`((?:python |--)[^`]+)`|^\s*(python .+?)\s*\\?$", re.MULTILINE)
 
 
@@ -242,13 +246,28 @@ def changed_since(commit, relative, root=ROOT):
     return None if listed is None else listed.split()
 
 
-def paragraph_state(date, example, root=ROOT):
-    """Whether a paragraph's figures (measured on `date`) still hold."""
-    if date is None:
-        return "undated"
+def changes_after_named(relative, text, root=ROOT):
+    """`[(commit, date)]` of the commits after the oldest commit that `text`
+    names as its code ("on the code of 1fbdb53") that touch `relative`; None
+    when it names none that this repository knows."""
+    named = [changed_since(c, relative, root) for c in NAMED_CODE.findall(text)]
+    named = [later for later in named if later is not None]
+    if not named:
+        return None
+    later = max(named, key=len)  # the oldest named commit has the most after it
+    return [(c, git("log", "-1", "--format=%cs", c, root=root)) for c in later]
+
+
+def paragraph_state(date, example, root=ROOT, text=""):
+    """Whether a paragraph's figures (measured on `date`, on the code that
+    `text` names, if any) still hold."""
     if example is None:
-        return "no example"
-    later = changes_after(example, date, root)
+        return "no example" if date else "undated"
+    later = changes_after_named(example, text, root)
+    if later is None and date is None:
+        return "undated"
+    if later is None:
+        later = changes_after(example, date, root)
     if later is None:
         return "example not committed"
     dates = dict(later)
@@ -279,7 +298,7 @@ def paragraph_figures(paths, root=ROOT):
                 "commit": quoting_commit(relative, entry["line"], root),
                 "example": example, "command": command_of(entry),
                 "figure": entry["text"].splitlines()[0].strip(),
-                "state": paragraph_state(entry["date"], example, root),
+                "state": paragraph_state(entry["date"], example, root, entry["text"]),
             })  # fmt: skip
     return rows
 

@@ -48,12 +48,12 @@ AMD EPYC VM, one run each, `/usr/bin/time`):
     model        accuracy  fit (wall)   whole run: wall / CPU (user)
     rnn          100.00%   85 s         98 s / 84 s    (`make demo`)
     transformer   99.95%   56 s         80 s / 109 s
+    (the RNN's four epochs took 19 + 10 + 10 + 11 s by Keras' own count;
+    the other 35 s of its `fit` lie outside them, not investigated yet)
 
-The RNN's four epochs took 19 + 10 + 10 + 11 s by Keras' own count; the
-other 35 s of its `fit` lie outside them (not investigated yet). On
-2026-11-30 (code bb30460, keras_attention 0.2.0, 2 idle cores) the same
-commands gave rnn 99.95%, fit 44 s, whole run 56 s / 71 s, and
-transformer 100.00%, fit 48 s, 65 s / 90 s; 0.1.0 measured 99.90% for
+History: on 2026-11-30 (code bb30460, keras_attention 0.2.0, 2 idle
+cores) the same commands gave rnn 99.95%, fit 44 s, whole run 56 s / 71
+s, and transformer 100.00%, fit 48 s, 65 s / 90 s; 0.1.0 gave 99.90% for
 both, with the Transformer's Q/K/V and Bahdanau's W/U starting equal.
 
 The fit time includes the XLA compilation of the training step. (0.1.0:
