@@ -48,8 +48,11 @@ AMD EPYC VM, one run each, `/usr/bin/time`):
     model        accuracy  fit (wall)   whole run: wall / CPU (user)
     rnn          100.00%   85 s         98 s / 84 s    (`make demo`)
     transformer   99.95%   56 s         80 s / 109 s
-    (the RNN's four epochs took 19 + 10 + 10 + 11 s by Keras' own count;
-    the other 35 s of its `fit` lie outside them, not investigated yet)
+    (the RNN's four epochs took 19 + 10 + 10 + 11 s by Keras' own count,
+    35 s less than its `fit`; a rerun with a clock at each epoch's start
+    and end, on cores busy with other jobs, found no time outside the
+    epochs: `fit` 106.4 s, epochs 40.3 + 21.6 + 22.9 + 21.4 s, the same
+    losses, so that gap is not reproduced)
 
 History: on 2026-11-30 (code bb30460, keras_attention 0.2.0, 2 idle
 cores) the same commands gave rnn 99.95%, fit 44 s, whole run 56 s / 71
