@@ -13,18 +13,18 @@ sequences greedily (and with a small beam) and counts exact matches.
     python examples/structured/pointer_sort.py --n 10 --output-dir outputs/sort10
 
 Measured with the defaults (LSTM, 128 units, 10 epochs of 500 batches of 128,
-i.e. 640,000 fresh sequences; 2 shared CPU cores, load ~6), exact-sequence
-accuracy on 10,000 fresh sequences (keras_attention 0.2.0, 2026-11-30: the
-additive score's W and U no longer start equal; 0.1.0 gave 99.0% and 98.4%),
-on the code of 1fbdb53. The script changed since only in how it is
-organised (93f097c: its parser, training and decoding moved to
-`pointer_common.py` with the same defaults and steps), in tracing its
-compiled decoder without autograph (4277fca) and in printing its training
-time to standard error (9a41a19), not in what these commands compute:
+i.e. 640,000 fresh sequences), exact-sequence accuracy on 10,000 fresh
+sequences, 2026-12-07 on the code of 0f74baf (keras_attention 0.2.0,
+TensorFlow 2.21.0, Keras 3.15.1), each command pinned to one core of a
+2-core AMD EPYC VM whose other core trained another model:
 
-    N=5:  99.12% greedy, 99.12% beam 3; training 268 s
-    N=10: 98.48% greedy, 98.48% beam 3; training 412 s
+    N=5:  99.12% greedy, 99.12% beam 3; training 144 s
+    N=10: 98.48% greedy, 98.48% beam 3; training 325 s
 
+The same accuracies as on 2026-11-30 (code 1fbdb53, 2 shared cores at
+load ~6: training 268 s and 412 s), before 4277fca changed the library's
+attention gradients under XLA; 0.1.0, whose additive score started with
+W and U equal, gave 99.0% and 98.4%
 (published: 90% for N=5, Vinyals et al., 2016). Masking the chosen positions
 before the softmax makes the task "point to the smallest remaining number",
 which is why a plain pointer network does so well; every remaining error is a
