@@ -47,12 +47,30 @@ def _git(*arguments):
     return done.stdout.strip()
 
 
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _code_state():
+    """`(commit, dirty)` of the repository now (None, None without git)."""
+    changes = _git("status", "--porcelain", "--untracked-files=no")
+    return _git("rev-parse", "HEAD"), None if changes is None else bool(changes)
+
+
+# The code a run ran is the code when it started: a commit made while a
+# long run trains (the figures written into a header) is not its code.
+_STARTED = _now()
+_START_COMMIT, _START_DIRTY = _code_state()
+
+
 def provenance(script=None, argv=None):
     """Where a result came from, for `results.json` (`tools/figures.py`
-    lists them): the date (UTC), the git commit and whether the work tree
-    had uncommitted changes, the library versions, and the command line
-    (`script`, default `sys.argv[0]`, relative to the repository, and
-    `argv`, default `sys.argv[1:]`)."""
+    lists them): the date (UTC) the record was written and the run
+    `started`, the git commit and whether the work tree had uncommitted
+    changes when the run started (`git_commit_at_end` too when HEAD has
+    moved since), the library versions, and the command line (`script`,
+    default `sys.argv[0]`, relative to the repository, and `argv`, default
+    `sys.argv[1:]`)."""
     import keras
 
     import keras_attention
@@ -60,13 +78,11 @@ def provenance(script=None, argv=None):
     script = os.path.abspath(sys.argv[0] if script is None else script)
     argv = sys.argv[1:] if argv is None else list(argv)
     relative = os.path.relpath(script, ROOT)
-    changes = _git("status", "--porcelain", "--untracked-files=no")
     record = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"
-        ),
-        "git_commit": _git("rev-parse", "HEAD"),
-        "git_dirty": None if changes is None else bool(changes),
+        "date": _now(),
+        "started": _STARTED,
+        "git_commit": _START_COMMIT,
+        "git_dirty": _START_DIRTY,
         "keras_attention_version": keras_attention.__version__,
         "keras_version": keras.__version__,
         "backend": keras.backend.backend(),
@@ -75,6 +91,9 @@ def provenance(script=None, argv=None):
     }
     if "tensorflow" in sys.modules:
         record["tensorflow_version"] = sys.modules["tensorflow"].__version__
+    end_commit = _git("rev-parse", "HEAD")
+    if end_commit != _START_COMMIT:
+        record["git_commit_at_end"] = end_commit
     return record
 
 
