@@ -82,6 +82,18 @@ def add_transformer_size(parser, help=None, **defaults):
             )
 
 
+def transformer_size(args):
+    """The Transformer size flags of `args` (those `add_transformer_size`
+    added) as keyword arguments of the same names, e.g. `{"num_heads": 4,
+    "dropout": 0.1}`: what the flags say, handed to the model that reads
+    them."""
+    return {
+        name: getattr(args, name)
+        for name in TRANSFORMER_SIZE_HELP
+        if hasattr(args, name)
+    }
+
+
 def add_iterations(
     parser,
     iterations,

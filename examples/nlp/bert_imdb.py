@@ -115,10 +115,12 @@ from examples.common.cli import add_no_check_hash  # noqa: E402
 from examples.common.cli import add_output_dir  # noqa: E402
 from examples.common.cli import add_seed  # noqa: E402
 from examples.common.cli import add_smoke  # noqa: E402
+from examples.common.cli import add_transformer_size  # noqa: E402
 from examples.common.cli import apply_smoke  # noqa: E402
 from examples.common.cli import check_positive  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
 from examples.common.cli import status  # noqa: E402
+from examples.common.cli import transformer_size  # noqa: E402
 from examples.common.export import save_for_serving  # noqa: E402
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -268,14 +270,10 @@ class WarmUp(keras.optimizers.schedules.LearningRateSchedule):
 def build_encoder(args):
     return ka.models.BertEncoder(
         vocabulary_size=args.vocabulary_size,
-        num_layers=args.num_layers,
-        num_heads=args.num_heads,
-        hidden_dim=args.hidden_dim,
-        intermediate_dim=args.intermediate_dim,
-        dropout=args.dropout,
         max_sequence_length=args.sequence_length,
         attention_impl=args.attention_impl,
         name="bert_encoder",
+        **transformer_size(args),
     )
 
 
@@ -504,11 +502,10 @@ def parse_args(argv=None):
     add("--models", nargs="+", choices=MODELS, default=list(MODELS))
     add("--vocabulary-size", type=int, default=8000)
     add("--sequence-length", type=int, default=128)
-    add("--num-layers", type=int, default=4)
-    add("--num-heads", type=int, default=4)
-    add("--hidden-dim", type=int, default=128)
-    add("--intermediate-dim", type=int, default=512)
-    add("--dropout", type=float, default=0.1)
+    add_transformer_size(
+        parser, num_layers=4, num_heads=4, hidden_dim=128, intermediate_dim=512,
+        dropout=0.1,
+    )  # fmt: skip
     add("--attention-impl", default="auto",
         choices=("auto", "dense", "chunked", "fused"))  # fmt: skip
     add("--max-predictions", type=int, default=20,

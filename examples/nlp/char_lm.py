@@ -152,6 +152,7 @@ from examples.common.cli import check_iterations  # noqa: E402
 from examples.common.cli import check_positive  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
 from examples.common.cli import status  # noqa: E402
+from examples.common.cli import transformer_size  # noqa: E402
 from examples.common.files import sha256  # noqa: E402
 from examples.common.runs import finish_run  # noqa: E402
 from examples.common.runs import learning_curve  # noqa: E402
@@ -540,13 +541,10 @@ def train_method(args, positions, train_ids, val_ids, vocabulary_size):
     model = CharTransformer(
         vocabulary_size,
         positions,
-        args.num_layers,
-        args.num_heads,
-        args.hidden_dim,
-        dropout=args.dropout,
         max_positions=config["max_positions"],
         seed=args.seed,
         name=f"char_lm_{positions}",
+        **transformer_size(args),
     )
     model(np.zeros((1, args.context), "int32"))  # build
     compile_model(model, args)

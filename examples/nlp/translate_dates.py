@@ -125,6 +125,7 @@ from examples.common.cli import add_seed  # noqa: E402
 from examples.common.cli import add_transformer_size  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
 from examples.common.cli import status  # noqa: E402
+from examples.common.cli import transformer_size  # noqa: E402
 from examples.common.export import save_for_serving  # noqa: E402
 from keras_attention.decoding import beam_search  # noqa: E402
 from keras_attention.decoding import greedy_search  # noqa: E402
@@ -668,9 +669,7 @@ def build_model(args, vocab):
     return build_transformer_model(
         **sizes,
         hidden_dim=args.units,
-        num_heads=args.num_heads,
-        num_layers=args.num_layers,
-        dropout=args.dropout,
+        **transformer_size(args),
     )
 
 

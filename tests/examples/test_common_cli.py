@@ -16,6 +16,7 @@ from examples.common.cli import check_positive
 from examples.common.cli import example_parser
 from examples.common.cli import given_flags
 from examples.common.cli import status
+from examples.common.cli import transformer_size
 
 
 def test_status_goes_to_standard_error_only(capsys):
@@ -76,6 +77,14 @@ def test_transformer_size_adds_only_the_flags_given_a_default():
     assert flags(parser) == {"--num-layers": (3, int), "--intermediate-dim": (512, int)}
     with pytest.raises(ValueError, match="width"):
         add_transformer_size(parser, width=3)
+
+
+def test_transformer_size_reads_back_the_flags_it_added():
+    parser = example_parser("test")
+    add_transformer_size(parser, num_heads=4, num_layers=2, dropout=0.1)
+    add_seed(parser)
+    args = parser.parse_args(["--num-layers", "3"])
+    assert transformer_size(args) == {"num_heads": 4, "num_layers": 3, "dropout": 0.1}
 
 
 def test_iterations_and_their_checks(capsys):
