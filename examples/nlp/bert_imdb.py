@@ -110,8 +110,6 @@ import tensorflow_text  # noqa: E402, F401  (the WordPiece ops, for the SavedMod
 
 import keras_attention as ka  # noqa: E402
 from examples.common import runs  # noqa: E402
-from examples.common.cli import add_data_dir  # noqa: E402
-from examples.common.cli import add_no_check_hash  # noqa: E402
 from examples.common.cli import add_output_dir  # noqa: E402
 from examples.common.cli import add_seed  # noqa: E402
 from examples.common.cli import add_smoke  # noqa: E402
@@ -493,8 +491,7 @@ def parse_args(argv=None):
         "BERT-style masked-LM pre-training on IMDB text, then sentiment "
         "fine-tuning against the same encoder trained from scratch."
     )
-    add_data_dir(parser, "train.jsonl.gz and test.jsonl.gz (or aclImdb_v1.tar.gz)")
-    add_no_check_hash(parser, "accept data files with other checksums")
+    han_imdb.add_data_arguments(parser)
     add_output_dir(parser, "outputs/bert_imdb")
     add_seed(parser)
     add_smoke(parser, "a few steps on 200 reviews of each split, a tiny encoder")

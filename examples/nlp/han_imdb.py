@@ -618,11 +618,18 @@ def prepare(args):
     return data, vectors, vectorizer.get_vocabulary(), test_docs, test_labels
 
 
+def add_data_arguments(parser):
+    """`--data-dir` and `--no-check-hash`, the flags `load_split` reads (in
+    every script that reads the reviews with it)."""
+    add_data_dir(parser, "train.jsonl.gz and test.jsonl.gz (or aclImdb_v1.tar.gz)")
+    add_no_check_hash(parser, "accept data files with other checksums")
+
+
 def add_shared_arguments(parser):
     """The arguments of the data, the word vectors and training, which
     `lstmn_imdb.py` shares (it reads the same words the same way)."""
+    add_data_arguments(parser)
     add = parser.add_argument
-    add_no_check_hash(parser, "accept data files with other checksums")
     add("--vocabulary-size", type=int, default=30000, help="words kept (with 0, OOV)")
     add("--sentences", type=int, default=30, help="sentences kept per review (N)")
     add("--words", type=int, default=40, help="words kept per sentence (W)")
@@ -665,7 +672,6 @@ def finish_arguments(parser, args, argv, smoke, positive):
 
 def parse_args(argv=None):
     parser = example_parser("Hierarchical attention vs flat models on IMDB sentiment.")
-    add_data_dir(parser, "train.jsonl.gz and test.jsonl.gz (or aclImdb_v1.tar.gz)")
     add_shared_arguments(parser)
     add = parser.add_argument
     add_output_dir(

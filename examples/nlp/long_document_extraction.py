@@ -151,9 +151,7 @@ from keras import ops  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common import runs  # noqa: E402
-from examples.common.cli import add_data_dir  # noqa: E402
 from examples.common.cli import add_iterations  # noqa: E402
-from examples.common.cli import add_no_check_hash  # noqa: E402
 from examples.common.cli import add_output_dir  # noqa: E402
 from examples.common.cli import add_seed  # noqa: E402
 from examples.common.cli import add_smoke  # noqa: E402
@@ -610,9 +608,8 @@ def parse_args(argv=None):
         "Extracting facts from long documents: full, local and memory-compressed "
         "decoders (Liu et al., 2018)."
     )
-    add_data_dir(parser, "train.jsonl.gz and test.jsonl.gz (or aclImdb_v1.tar.gz)")
+    han_imdb.add_data_arguments(parser)
     add = parser.add_argument
-    add_no_check_hash(parser, "accept data files with other checksums")
     add_output_dir(parser, "outputs/long_document_extraction",
                    "results and, per decoder and length, weights and logs")  # fmt: skip
     add("--lengths", type=int, nargs="+", default=[2048],

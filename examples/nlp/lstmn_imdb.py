@@ -104,7 +104,6 @@ import numpy as np  # noqa: E402
 
 import keras_attention as ka  # noqa: E402
 from examples.common import runs  # noqa: E402
-from examples.common.cli import add_data_dir  # noqa: E402
 from examples.common.cli import add_output_dir  # noqa: E402
 from examples.common.cli import add_smoke  # noqa: E402
 from examples.common.cli import example_parser  # noqa: E402
@@ -238,7 +237,6 @@ def save_intra_attention(model, tokens, vocabulary, path, title=None):
 
 def parse_args(argv=None):
     parser = example_parser("LSTMN against LSTM (and attention pooling) on IMDB.")
-    add_data_dir(parser, "train.jsonl.gz and test.jsonl.gz (or aclImdb_v1.tar.gz)")
     han_imdb.add_shared_arguments(parser)
     add = parser.add_argument
     add_output_dir(parser, "outputs/lstmn_imdb", "results, weights, pictures")
