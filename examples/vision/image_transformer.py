@@ -39,39 +39,35 @@ Run:
     python examples/vision/image_transformer.py --data-dir ../shared/data/mnist \\
         --output-dir outputs/image_transformer
 
-Measured (2026-12-01, 2 CPU cores shared with other jobs, load average
-about 6, TensorFlow backend, `fit(jit_compile=True)`), with the defaults
-(4 levels, 2 epochs of 282 steps of 32, d=64, 2 layers, 4 heads, local 2D
-query block 4x7 and flange 4x7, PixelCNN 48 filters and 3 blocks), on the
-code of 1fd32b3. The script changed since only in how it is organised and
-invoked (75713bc, ca3901b: the /proc and XLA memory readings shared with
-other examples; 4158c6b, 06ab70b, cdbf03e: results and arguments through
-shared helpers, the same defaults), in printing its status line to
-standard error (9a41a19) and in tracing the PixelCNN's compiled sampler
-without autograph (4277fca), not in what this command computes. The same
-4277fca changed the library's attention gradients under XLA (the key-side
-products, 1.3-2.3x faster on a CPU), which may change the transformers'
-time and memory per step and, by rounding, their bits/dim, here and in
-the 4- and 6-epoch runs below (not re-measured):
+Measured 2026-12-07 on the code of 0f74baf (TensorFlow 2.21.0, Keras
+3.15.1, `fit(jit_compile=True)`), with the defaults (4 levels, 2 epochs of
+282 steps of 32, d=64, 2 layers, 4 heads, local 2D query block 4x7 and
+flange 4x7, PixelCNN 48 filters and 3 blocks), the command above (output
+`outputs/image_transformer_r2`) pinned to one core of a 2-core AMD EPYC
+VM whose other core trained another model; 25 minutes in all:
 
 | model | test bits/dim | parameters | s / step | s / epoch | step peak RSS MiB | XLA step MiB |
 |---|---|---|---|---|---|---|
-| local2d | 0.2726 | 71,236 | 0.946 | 280 | 355 | 193.6 |
-| full | 0.3539 | 71,236 | 1.821 | 503 | 1508 | 1032.2 |
-| pixelcnn | 0.2349 | 74,356 | 0.251 | 81 | 82 | 53.1 |
+| local2d | 0.2749 | 71,236 | 0.746 | 229 | 351 | 193.6 |
+| full | 0.3324 | 71,236 | 1.045 | 338 | 1190 | 1032.2 |
+| pixelcnn | 0.2348 | 74,356 | 0.144 | 62 | 89 | 53.1 |
 
-Local 2D attention beats full attention at this budget (0.273 against 0.354
+Local 2D attention beats full attention at this budget (0.275 against 0.332
 bits/dim: full attention is further from convergence after 2 epochs), at
-half the time per step and a fifth of the memory of a training step. The
+0.71x the time per step and a fifth of the memory of a training step. The
 PixelCNN baseline of the same size is better still in bits/dim (0.235) and
-4x faster per step on CPU, so the issue's target ("both better than the
+5x faster per step on CPU, so the issue's target ("both better than the
 convolutional baseline") is not met at this training budget; its samples,
 though, are broken strokes (a 7x7 + 3 x 3x3 receptive field with the
 blind spot of masked convolutions), where the local 2D samples look like
-digits (`samples.png`).
+digits (`samples.png`). On 2026-12-01 (code 1fd32b3, before 4277fca
+changed the library's attention gradients under XLA; 2 cores shared with
+other jobs at load ~6) the same command gave 0.2726, 0.3539 and 0.2349
+bits/dim at 0.946, 1.821 and 0.251 s per step, with the same XLA memory.
 
 With twice the training (`--epochs 4 --no-memory --output-dir
-outputs/image_transformer_4ep`; same machine and load):
+outputs/image_transformer_4ep`; 2026-12-01, code 1fd32b3, before 4277fca:
+not re-measured; 2 shared cores at load ~6):
 
 | model | test bits/dim | s / step | s / epoch |
 |---|---|---|---|
@@ -86,7 +82,8 @@ those of the 2-epoch run; compare within a table.)
 
 With three times the training (`--epochs 6 --no-memory --output-dir
 outputs/image_transformer_6ep`; 2026-12-01, 17:07-17:20 UTC for the last
-two models, the cores shared with one or two NMT training runs):
+two models, the code of 1fd32b3 to 90396a4, before 4277fca: not re-measured; the cores shared
+with one or two NMT training runs):
 
 | model | test bits/dim | s / step | s / epoch |
 |---|---|---|---|
