@@ -19,18 +19,20 @@ three vertices), averaged.
     python examples/structured/pointer_convex_hull.py --n 10 --output-dir outputs/hull10
 
 Measured at n=10 (mean hull size 6.0), 10,000 fresh test sets, one seed each,
-10 epochs of 500 batches of 128 from a pool of 100,000 sets, 2 shared CPU
-cores (load ~6; keras_attention 0.2.0, 2026-11-30, where the additive
-score's W and U no longer start equal; 0.1.0 gave 71.5%, 63.8% and 68.8%),
-on the code of 1fbdb53. The script changed since only in how it is
-organised (93f097c: its parser, training and decoding moved to
-`pointer_common.py` with the same defaults and steps), in tracing its
-compiled decoder without autograph (4277fca) and in printing its status
-lines to standard error (9a41a19), not in what these commands compute:
+10 epochs of 500 batches of 128 from a pool of 100,000 sets, 2026-12-07 on
+the code of 0f74baf (keras_attention 0.2.0, TensorFlow 2.21.0, Keras
+3.15.1), each command pinned to one core of a 2-core AMD EPYC VM whose
+other core trained another model (outputs `outputs/hull10_r2`,
+`hull10_glimpse_r2`, `hull10_biglimpse_r2`):
 
-    defaults (LSTM 128):         71.65% exact (beam 3: 72.19%), area 99.14%; 452 s
-    --glimpse:                   64.16% exact (beam 3: 64.77%), area 98.28%; 631 s
-    --bidirectional --glimpse:   69.52% exact (beam 3: 69.98%), area 99.06%; 632 s
+    defaults (LSTM 128):         71.65% exact (beam 3: 72.19%), area 99.14%; 325 s
+    --glimpse:                   64.16% exact (beam 3: 64.77%), area 98.28%; 385 s
+    --bidirectional --glimpse:   69.52% exact (beam 3: 69.98%), area 99.06%; 386 s
+
+The same accuracies as on 2026-11-30 (code 1fbdb53, before 4277fca changed
+the library's attention gradients under XLA; 2 shared cores at load ~6:
+452, 631 and 632 s of training); 0.1.0, whose additive score started with
+W and U equal, gave 71.5%, 63.8% and 68.8%.
 
 For comparison, Vinyals et al. (2015) report 72.6% exact and 99.9% area at
 n=50, with a 512-unit LSTM trained on 1M examples for much longer; their
