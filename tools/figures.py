@@ -250,12 +250,13 @@ def changes_after_named(relative, text, root=ROOT):
     """`[(commit, date)]` of the commits after the oldest commit that `text`
     names as its code ("on the code of 1fbdb53") that touch `relative`; None
     when it names none that this repository knows."""
-    named = [changed_since(c, relative, root) for c in NAMED_CODE.findall(text)]
-    named = [later for later in named if later is not None]
+    named = [git("log", "--format=%H %cs", f"{commit}..HEAD", "--", relative,
+                 root=root) for commit in NAMED_CODE.findall(text)]  # fmt: skip
+    named = [listed.splitlines() for listed in named if listed is not None]
     if not named:
         return None
     later = max(named, key=len)  # the oldest named commit has the most after it
-    return [(c, git("log", "-1", "--format=%cs", c, root=root)) for c in later]
+    return [tuple(line.split()) for line in later]
 
 
 def paragraph_state(date, example, root=ROOT, text=""):
