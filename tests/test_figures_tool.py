@@ -209,3 +209,29 @@ def test_a_figure_that_names_its_code_is_checked_from_that_commit(repo):
     assert _rows(repo)["toy.py:6"]["state"].startswith("STALE")
     # An unknown commit falls back to the paragraph's date.
     assert figures.changes_after_named("examples/toy.py", "code 0123456", repo) is None
+
+
+def test_library_code_changes_after_a_figure_are_counted_not_stale(repo):
+    rows = _rows(repo)
+    assert rows["README.md:7"]["library"] == "-"  # no library in the repository
+    assert rows["results.json"]["library"] == "-"
+    assert rows["README.md:9"]["library"] == "?"  # undated, names no code
+    library = repo / "keras_attention"
+    library.mkdir()
+    (library / "core.py").write_text('"""Core."""\nx = 1\n')
+    added = _commit(repo, "2026-01-10", "the library")
+    (library / "core.py").write_text('"""The core, documented again."""\nx = 1\n')
+    _commit(repo, "2026-01-11", "a docstring only")
+    (library / "notes.md").write_text("not code\n")
+    _commit(repo, "2026-01-12", "notes")
+    rows = _rows(repo)
+    expected = f"1 (newest {added[:8]}, 2026-01-10)"
+    assert rows["README.md:7"]["library"] == expected
+    assert rows["results.json"]["library"] == expected
+    assert rows["README.md:7"]["state"] == "ok"  # the example did not change
+    (library / "core.py").write_text('"""The core, documented again."""\nx = 2\n')
+    last = _commit(repo, "2026-01-13", "a change")
+    assert _rows(repo)["toy.py:6"]["library"] == f"2 (newest {last[:8]}, 2026-01-13)"
+    lines = figures.table([_rows(repo)["README.md:7"]])
+    assert lines[0].endswith("| state | library |")
+    assert lines[2].endswith(f"| ok | 2 (newest {last[:8]}, 2026-01-13) |")

@@ -25,7 +25,12 @@ paragraph's date, or comes after the commit that `results.json` recorded.
 A paragraph that names the code it was measured on ("on the code of
 1fbdb53", "code 89e128f") is checked from that commit instead of its date
 (from the oldest, when it names several).
-Any code change counts, a refactor too: the list makes staleness
+The library the examples run on (`keras_attention/`) changes under every
+figure; its later code changes are counted in a column of their own
+(`library`: how many commits changed the code of a `keras_attention/`
+Python file after the figure, and the newest) without making the figure
+STALE: a person reads them to judge whether a figure moved.
+Any code change of the example counts, a refactor too: the list makes staleness
 visible, a person judges it. A person's judgement is kept in
 `tools/figures_reviewed.txt`: a line `COMMIT FILE WHY` says that COMMIT
 changed FILE's code without changing what its commands compute (a
@@ -41,6 +46,7 @@ move a figure, even by rounding, does not.
 
 import argparse
 import ast
+import functools
 import json
 import pathlib
 import re
@@ -48,6 +54,7 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+LIBRARY = "keras_attention"
 DOCS = ("README.md", "README.zh-CN.md", "docs", "examples")
 DATE = re.compile(r"\b(20\d\d-[01]\d-[0-3]\d)\b")
 MEASURED = re.compile(r"\bmeasured\b", re.IGNORECASE)
@@ -286,6 +293,36 @@ def _ok(unchanged):
     return f"ok ({unchanged} later commits change only docstrings, comments, layout)"
 
 
+@functools.cache
+def changes_library_code(commit, root=ROOT):
+    """Whether `commit` changed the code (`changes_code`) of a Python file
+    of the library."""
+    files = git("show", "--name-only", "--format=", commit, "--", LIBRARY, root=root)
+    python = [f for f in (files or "").split() if f.endswith(".py")]
+    return any(changes_code(commit, f, root) for f in python)
+
+
+def library_state(later, root=ROOT):
+    """The `library` cell of a figure: how many of the commits `later` (the
+    commits after it that touch `keras_attention/`, newest first) change
+    the library's code, and the newest; "-" when none, "?" when unknown."""
+    if later is None:
+        return "?"
+    changed = [commit for commit in later if changes_library_code(commit, root)]
+    if not changed:
+        return "-"
+    date = git("log", "-1", "--format=%cs", changed[0], root=root)
+    return f"{len(changed)} (newest {changed[0][:8]}, {date})"
+
+
+def paragraph_library(date, text, root=ROOT):
+    """The `library` cell of a measured paragraph (see `paragraph_state`)."""
+    later = changes_after_named(LIBRARY, text, root)
+    if later is None and date is not None:
+        later = changes_after(LIBRARY, date, root) or []
+    return library_state(None if later is None else [c for c, *_ in later], root)
+
+
 def paragraph_figures(paths, root=ROOT):
     """A row per measured paragraph under `paths` (files or folders in
     the repository `root`)."""
@@ -300,6 +337,7 @@ def paragraph_figures(paths, root=ROOT):
                 "example": example, "command": command_of(entry),
                 "figure": entry["text"].splitlines()[0].strip(),
                 "state": paragraph_state(entry["date"], example, root, entry["text"]),
+                "library": paragraph_library(entry["date"], entry["text"], root),
             })  # fmt: skip
     return rows
 
@@ -334,6 +372,12 @@ def results_state(provenance, root=ROOT):
     return state + ", uncommitted changes" if provenance.get("git_dirty") else state
 
 
+def results_library(provenance, root=ROOT):
+    """The `library` cell of a `results.json` (see `library_state`)."""
+    commit = provenance.get("git_commit")
+    return library_state(commit and changed_since(commit, LIBRARY, root), root)
+
+
 def results_figures(paths, root=ROOT):
     """A row per `results.json` under `paths` (files or folders)."""
     root, rows = pathlib.Path(root).resolve(), []
@@ -349,6 +393,7 @@ def results_figures(paths, root=ROOT):
             "example": provenance.get("script"), "command": provenance.get("command"),
             "figure": f"{len(metrics)} numbers", "metrics": metrics,
             "state": results_state(provenance, root),
+            "library": results_library(provenance, root),
         })  # fmt: skip
     return rows
 
@@ -364,15 +409,16 @@ def iter_files(paths, suffixes):
 
 def table(rows, metrics=False):
     """Markdown lines: one row per figure (and its numbers with `metrics`)."""
-    lines = ["| source | date | commit | command | figure | state |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| source | date | commit | command | figure | state | library |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
     for row in rows:
         cells = [row["source"], row["date"] or "-", row["commit"] or "-",
                  f"`{row['command']}`" if row["command"] else "-",
-                 row["figure"].replace("|", "\\|"), row["state"]]  # fmt: skip
+                 row["figure"].replace("|", "\\|"), row["state"],
+                 row.get("library", "?")]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
         if metrics:
-            lines += [f"|  |  |  |  | {k} = {v:.6g} |  |"
+            lines += [f"|  |  |  |  | {k} = {v:.6g} |  |  |"
                       for k, v in row.get("metrics", {}).items()]  # fmt: skip
     return lines
 
