@@ -247,23 +247,24 @@ def _reviewed(changed):
     return f"reviewed ({len(changed)} later code changes judged not to change it: {hashes})"
 
 
-def changed_since(commit, relative, root=ROOT):
-    """The commits after `commit` that touch `relative` (None: unknown commit)."""
-    listed = git("rev-list", f"{commit}..HEAD", "--", relative, root=root)
-    return None if listed is None else listed.split()
+def commits_after(commit, relative, root=ROOT):
+    """`[(commit, date)]` of the commits after `commit` that touch
+    `relative`, newest first (None: unknown commit)."""
+    listed = git("log", "--format=%H %cs", f"{commit}..HEAD", "--", relative, root=root)
+    if listed is None:
+        return None
+    return [tuple(line.split()) for line in listed.splitlines()]
 
 
 def changes_after_named(relative, text, root=ROOT):
     """`[(commit, date)]` of the commits after the oldest commit that `text`
     names as its code ("on the code of 1fbdb53") that touch `relative`; None
     when it names none that this repository knows."""
-    named = [git("log", "--format=%H %cs", f"{commit}..HEAD", "--", relative,
-                 root=root) for commit in NAMED_CODE.findall(text)]  # fmt: skip
-    named = [listed.splitlines() for listed in named if listed is not None]
+    named = [commits_after(c, relative, root) for c in NAMED_CODE.findall(text)]
+    named = [later for later in named if later is not None]
     if not named:
         return None
-    later = max(named, key=len)  # the oldest named commit has the most after it
-    return [tuple(line.split()) for line in later]
+    return max(named, key=len)  # the oldest named commit has the most after it
 
 
 def paragraph_state(date, example, root=ROOT, text=""):
@@ -303,16 +304,17 @@ def changes_library_code(commit, root=ROOT):
 
 
 def library_state(later, root=ROOT):
-    """The `library` cell of a figure: how many of the commits `later` (the
-    commits after it that touch `keras_attention/`, newest first) change
-    the library's code, and the newest; "-" when none, "?" when unknown."""
+    """The `library` cell of a figure: how many of the commits `later`
+    (`[(commit, date)]` after it that touch `keras_attention/`, newest
+    first) change the library's code, and the newest; "-" when none, "?"
+    when unknown."""
     if later is None:
         return "?"
-    changed = [commit for commit in later if changes_library_code(commit, root)]
+    changed = [(c, date) for c, date in later if changes_library_code(c, root)]
     if not changed:
         return "-"
-    date = git("log", "-1", "--format=%cs", changed[0], root=root)
-    return f"{len(changed)} (newest {changed[0][:8]}, {date})"
+    (commit, date), count = changed[0], len(changed)
+    return f"{count} (newest {commit[:8]}, {date})"
 
 
 def paragraph_library(date, text, root=ROOT):
@@ -320,7 +322,7 @@ def paragraph_library(date, text, root=ROOT):
     later = changes_after_named(LIBRARY, text, root)
     if later is None and date is not None:
         later = changes_after(LIBRARY, date, root) or []
-    return library_state(None if later is None else [c for c, *_ in later], root)
+    return library_state(later, root)
 
 
 def paragraph_figures(paths, root=ROOT):
@@ -360,14 +362,15 @@ def results_state(provenance, root=ROOT):
     commit, script = provenance.get("git_commit"), provenance.get("script")
     if not commit or not script:
         return "no provenance"
-    later = changed_since(commit, script, root)
+    later = commits_after(commit, script, root)
     if later is None:
         return f"commit {commit[:8]} not in this repository"
-    changed = code_changes(script, later, root)
+    dates = dict(later)
+    changed = code_changes(script, list(dates), root)
     stale = unreviewed(changed, script, root)
     if stale:
-        date = git("log", "-1", "--format=%cs", stale[0], root=root)
-        return f"STALE: {script} changed {date} ({stale[0][:8]}, {len(stale)} commits)"
+        return (f"STALE: {script} changed {dates[stale[0]]} ({stale[0][:8]}, "
+                f"{len(stale)} commits)")  # fmt: skip
     state = _reviewed(changed) if changed else _ok(len(later))
     return state + ", uncommitted changes" if provenance.get("git_dirty") else state
 
@@ -375,7 +378,7 @@ def results_state(provenance, root=ROOT):
 def results_library(provenance, root=ROOT):
     """The `library` cell of a `results.json` (see `library_state`)."""
     commit = provenance.get("git_commit")
-    return library_state(commit and changed_since(commit, LIBRARY, root), root)
+    return library_state(commits_after(commit, LIBRARY, root) if commit else None, root)
 
 
 def results_figures(paths, root=ROOT):
@@ -415,7 +418,7 @@ def table(rows, metrics=False):
         cells = [row["source"], row["date"] or "-", row["commit"] or "-",
                  f"`{row['command']}`" if row["command"] else "-",
                  row["figure"].replace("|", "\\|"), row["state"],
-                 row.get("library", "?")]  # fmt: skip
+                 row["library"]]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
         if metrics:
             lines += [f"|  |  |  |  | {k} = {v:.6g} |  |  |"
