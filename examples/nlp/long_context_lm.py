@@ -182,7 +182,32 @@ are short-context models within 0.03 bits per character (MMMMM last, by
 LMLML and LLLLL train 1.6x faster than FFFFF per token, and LMLML has the
 lowest loss at equal training time (3.619 against FFFFF's 3.663). MMMMM's
 step takes the most memory by XLA's account (537 MiB: on the dense path by
-default). Context 8192 was not run.
+default).
+
+Measured at context 8192 on tiny Shakespeare (the first command above
+with `--context 8192 --output-dir outputs/long_context_lm_8192`: 500
+iterations of 2 windows of 8192 characters, 8 M characters, all 13
+validation windows, every layer on the chunked path), on the code of
+395a9ef, one pinned core of the 2-core VM with the other core training
+SAGAN, 2026-12-06 to 2026-12-07 (resumed from its backups in three
+sessions; 4.8 hours of training in all):
+
+    pattern  weights    val bpc  bpc at 2224 s (iteration)  tokens/s  XLA step MiB  training min
+    FFFFF      999,936  3.6061   3.7076 (150)               867       1067          146.6
+    LLLLL      999,936  3.6009   3.5879 (450)               3,364     1067           39.7
+    MMMMM    1,492,736  3.5888   3.7638 (200)               2,528     1102           67.2
+    LMLML    1,197,056  3.6012   3.6012 (500)               3,708     1081           37.1
+
+After 500 iterations the four are again within 0.02 bits per character
+(3.589 to 3.606), still short-context models: this budget does not test
+reach at 8192 either. The cost is what moved: per token, LMLML trains
+4.3x as fast as full attention on its fastest exact path (an iteration
+takes 0.23x as long), LLLLL 3.9x, MMMMM 2.9x (at context 2048: 1.6x,
+1.6x and 1.4x), so at equal training time (2224 s, when LMLML finished)
+LLLLL and LMLML are at 3.59-3.60 and FFFFF, at iteration 150, at 3.71.
+XLA's account of a training step hardly differs (1067-1102 MiB): on the
+chunked path no pattern holds its scores, so the step is the activations,
+the weights and the optimizer state.
 """
 
 import argparse
