@@ -79,12 +79,37 @@ in its place has the lower Frechet distance in every seed and the higher
 recall, the attention model a slightly higher precision, and attention
 seed 2 diverged from the others (FD 41.6, recall 0.56). The noise of one
 generator's FD over draws (0.15-0.36) is far below the spread over seeds
-(3.5 and 13.5), so single runs do not compare: seeds do. Whether more
-epochs change the order was not measured (each run takes 17-18 minutes
-on one core). The generator's learned `gamma` ended at 0.050, -0.066 and
-0.055 (the discriminator's at -0.24, -0.25, 0.25). `results.md` holds the
-table; `attention_seed<N>/attention_view.html` the attention maps of each
-run.
+(3.5 and 13.5), so single runs do not compare: seeds do. The generator's
+learned `gamma` ended at 0.050, -0.066 and 0.055 (the discriminator's at
+-0.24, -0.25, 0.25). `results.md` holds the table;
+`attention_seed<N>/attention_view.html` the attention maps of each run.
+
+At 30 epochs (the same command with `--epochs 30 --output-dir
+outputs/sagan_ablation_30`; 4,680 steps of 64 per run; the code of
+0f74baf, the same training code; one pinned core each, 2026-12-07, resumed
+from backups across three sessions, two runs at a time at the end, so the
+training seconds, 2,344-5,127, do not compare):
+
+    block       seed 1         seed 2         seed 3         mean ± std over seeds
+    attention   11.55 ± 0.09   15.49 ± 0.21   11.16 ± 0.45   12.73 ± 2.40
+    conv         8.47 ± 0.37   19.52 ± 0.28   12.83 ± 0.23   13.61 ± 5.56
+
+Precision / recall: attention 0.520 ± 0.028 / 0.753 ± 0.018, conv 0.509 ±
+0.046 / 0.760 ± 0.066; confidence 0.864 / 0.865; all 10 classes in every
+run; generator `gamma` 0.061, -0.081, 0.063. With 2.5x the training the
+order is no longer one-sided: attention is better for seeds 2 and 3 (by
+4.0 and 1.7), the convolution for seed 1 (by 3.1); the mean difference
+(-0.9) is far inside the spread over seeds (2.4 and 5.6), so three seeds
+cannot separate the two at this budget either. What changed is the
+attention model's own spread: from 12 to 30 epochs its mean fell from
+26.1 to 12.7 and no seed diverged (seed 2: 41.6 to 15.5), while the
+convolution's mean moved from 14.8 to 13.6 (its seed 2 got worse, 18.5 to
+19.5). The paired differences (attention minus convolution, per seed:
++3.1, -4.0, -1.7) have a standard deviation of 3.6, so the mean
+difference has a standard error of 2.1; telling a difference of 1 FD
+from noise (two standard errors) would take about 50 paired seeds, some
+75 core-hours at 30 epochs: on 2 CPU cores no affordable budget makes the
+comparison meaningful, which is the answer this example gives.
 """
 
 import argparse
