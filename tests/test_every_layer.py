@@ -515,16 +515,16 @@ def test_mixed_precision(case):
 def test_classes_left_to_test_large_have_a_compiled_fit_under_masks():
     """`FIT_UNDER_MASKS` names only classes that the implicit-mask suite
     trains under compiled fit in `make test` (its main case, not a variant)."""
+    import test_implicit_masks as masks
     from conftest import _is_variant
     from conftest import _listed
-    from test_implicit_masks import CASES as MASK_CASES
 
-    assert FIT_UNDER_MASKS <= set(MASK_CASES)
+    assert FIT_UNDER_MASKS <= set(masks.CASES)
     assert FIT_UNDER_MASKS <= set(CASES)
-    harness = "tests/test_implicit_masks.py::test_padding_rows_get_no_gradient_under"
+    fit = masks.test_padding_rows_get_no_gradient_under_compiled_fit.__name__
     variants = _listed("variants.txt")
-    moved = [name for name in sorted(FIT_UNDER_MASKS)
-             if _is_variant(f"{harness}_compiled_fit[{name}]", variants)]  # fmt: skip
+    moved = [name for name in sorted(FIT_UNDER_MASKS) if _is_variant(
+        f"tests/test_implicit_masks.py::{fit}[{name}]", variants)]  # fmt: skip
     assert not moved, f"{moved}: variants in tests/variants.txt, so `large`"
 
 
