@@ -11,16 +11,36 @@ import re
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def _make_variables():
+    """`NAME: value` of the Makefile's `NAME := value` (or `=`, `?=`)."""
+    variables = {}
+    for line in (ROOT / "Makefile").read_text().splitlines():
+        match = re.match(r"^([A-Z_]+)\s*[:?]?=\s*(.*)$", line)
+        if match:
+            variables[match.group(1)] = match.group(2)
+    return variables
+
+
+def _expand(text, variables):
+    """`text` with the Makefile's `$(NAME)` references replaced, nested ones
+    too; other `$(...)` (make's functions) are left as they are."""
+    for _ in range(5):
+        text = re.sub(
+            r"\$\(([A-Z_]+)\)", lambda m: variables.get(m.group(1), m.group(0)), text
+        )
+    return text
+
+
 def _make_targets():
-    """`target: recipe lines` of the Makefile."""
-    targets, name = {}, None
+    """`target: recipe lines` of the Makefile, its variables expanded."""
+    targets, name, variables = {}, None, _make_variables()
     for line in (ROOT / "Makefile").read_text().splitlines():
         match = re.match(r"^([\w-]+):", line)
         if match:
             name = match.group(1)
             targets[name] = []
         elif line.startswith("\t") and name:
-            targets[name].append(line.strip())
+            targets[name].append(_expand(line.strip(), variables))
     return targets
 
 
@@ -93,3 +113,29 @@ def test_every_pattern_listed_in_variants_names_tests_that_exist():
         source = (ROOT / path).read_text()
         pattern = name.replace("*", r"\w*")
         assert re.search(rf"^def {pattern}\(", source, re.M), line
+
+
+def test_the_large_set_runs_in_parts_that_leave_no_test_out():
+    """`make test-large-only` runs the large set as several pytest runs (a
+    worker's memory grows with every test it runs). Run with
+    `LARGE_PYTEST=echo`, it prints each part's arguments: each part ignores
+    the paths of the parts before it and the last runs `tests` ignoring them
+    all, so no large test runs twice or falls between the parts."""
+    import subprocess
+
+    recipe = " ".join(_make_targets()["test-large-only"])
+    assert "-m large" in recipe, recipe
+    result = subprocess.run(
+        ["make", "-s", "-o", ".venv/.installed", "test-large-only", "LARGE_PYTEST=echo"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    parts = [line.split() for line in result.stdout.splitlines()]
+    assert len(parts) >= 3, result.stdout
+    ran = []
+    for words in parts:
+        ignored = [
+            w.removeprefix("--ignore=") for w in words if w.startswith("--ignore=")
+        ]
+        assert ignored == ran, words
+        ran += [w for w in words if not w.startswith("--")]
+    assert parts[-1][-1] == "tests", parts[-1]
