@@ -40,7 +40,7 @@ test-large: test test-large-only
 # their 10-minute timeouts. Each part ignores the paths of the parts before
 # it, and the last one (`tests`) ignores them all, so no large test runs
 # twice or falls between them. The translation tests are a part of their own:
-# each leaves ~1 GiB in its worker. Every part runs even when one fails; the
+# each leaves up to 1.3 GiB in its worker (6 GiB for the nine). Every part runs even when one fails; the
 # target fails if any did. LARGE_PYTEST=echo prints the parts' arguments.
 LARGE_PARTS := tests/test_every_layer.py,tests/test_implicit_masks.py \
 	tests/examples/test_nmt.py tests/examples
